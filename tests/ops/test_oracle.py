@@ -1,0 +1,89 @@
+"""Every op database record against PyTorch (or its NumPy reference): values, dtypes and
+shapes forward; gradients for a random cotangent backward; non-contiguous inputs."""
+
+import numpy as np
+import pytest
+
+import tideflow as flow
+from tideflow.testing.harness import (
+    as_numpy,
+    assert_close,
+    call_torch,
+    dtype_name,
+    flatten,
+    flow_fn,
+    to_flow,
+    to_torch,
+)
+
+from .conftest import cases, samples
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+
+def _expected(info, sample, requires_grad):
+    if info.ref is not None:
+        args = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in sample.args)
+        return None, flatten(info.ref(*args, **sample.kwargs))
+    targs = to_torch(torch, sample, requires_grad)
+    return targs, flatten(call_torch(torch, info, targs, sample.kwargs))
+
+
+@pytest.mark.parametrize(("info", "dtype"), cases(where=lambda i: not i.random))
+def test_forward(info, dtype):
+    rtol, atol = info.tolerance(dtype)
+    for sample in samples(info, dtype):
+        got = flatten(flow_fn(info)(*to_flow(sample, False), **sample.kwargs))
+        _, want = _expected(info, sample, False)
+        assert len(got) == len(want), f"{sample}: {len(got)} outputs, expected {len(want)}"
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            if info.ref is None:
+                assert dtype_name(g) == dtype_name(w), f"{sample} output {i}: dtype"
+            assert_close(g, w, rtol, atol, f"{sample} output {i}")
+
+
+@pytest.mark.parametrize(("info", "dtype"), cases(where=lambda i: not i.random))
+def test_noncontiguous(info, dtype):
+    rtol, atol = info.tolerance(dtype)
+    for sample in samples(info, dtype):
+        fn = flow_fn(info)
+        base = flatten(fn(*to_flow(sample, False), **sample.kwargs))
+        nc = flatten(fn(*to_flow(sample, False, noncontiguous=True), **sample.kwargs))
+        for i, (a, b) in enumerate(zip(nc, base, strict=True)):
+            assert_close(a, b, rtol, atol, f"{sample} output {i} (non-contiguous)")
+
+
+def _grad_cases():
+    return cases(
+        dtypes_of=lambda i: [d for d in i.dtypes if d in ("float32", "float64")],
+        where=lambda i: i.grad and i.ref is None and not i.random,
+    )
+
+
+@pytest.mark.parametrize(("info", "dtype"), _grad_cases())
+def test_backward(info, dtype):
+    rtol, atol = info.tolerance(dtype)
+    rtol, atol = max(rtol, 1e-5), max(atol, 1e-5)
+    rng = np.random.default_rng(1)
+    for sample in samples(info, dtype):
+        if not sample.grad:
+            continue
+        fargs = to_flow(sample, True)
+        fin = [a for a in fargs if isinstance(a, flow.Tensor) and a.requires_grad]
+        if not fin:
+            continue
+        fout = [o for o in flatten(flow_fn(info)(*fargs, **sample.kwargs)) if o.requires_grad]
+        targs, tout = _expected(info, sample, True)
+        tin = [a for a in targs if isinstance(a, torch.Tensor) and a.requires_grad]
+        tout = [o for o in tout if isinstance(o, torch.Tensor) and o.requires_grad]
+        assert len(fout) == len(tout), f"{sample}: differentiable outputs differ"
+        if not fout:
+            continue
+        cots = [rng.standard_normal(tuple(o.shape)).astype(as_numpy(o).dtype) for o in tout]
+        fg = flow.autograd.grad(fout, fin, [flow.tensor(c) for c in cots], allow_unused=True)
+        tg = torch.autograd.grad(tout, tin, [torch.from_numpy(c) for c in cots], allow_unused=True)
+        for i, (a, b, x) in enumerate(zip(fg, tg, fin, strict=True)):
+            a = np.zeros(x.shape, as_numpy(x).dtype) if a is None else a
+            b = np.zeros(x.shape, as_numpy(x).dtype) if b is None else b
+            assert_close(a, b, rtol, atol, f"{sample} grad of input {i}")

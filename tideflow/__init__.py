@@ -1,0 +1,53 @@
+"""tideflow: a PyTorch-shaped deep-learning framework with global tensors and compiled graphs.
+
+import tideflow as flow
+x = flow.randn(3, requires_grad=True)
+(x * x).sum().backward()
+"""
+
+from . import autograd, linalg, nn, ops
+from .framework.device import device
+from .framework.dtype import DType as dtype
+from .framework.dtype import (
+    bfloat16,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    int8,
+    int16,
+    int32,
+    int64,
+    promote_types,
+    set_default_dtype,
+    uint8,
+)
+from .framework.dtype import bool_ as bool
+from .framework.errors import TideflowError
+from .framework.grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from .framework.tensor import Size, Tensor
+from .ops.binary import *
+from .ops.conversion import *
+from .ops.creation import *
+from .ops.indexing import *
+from .ops.linalg import *
+from .ops.random import *
+from .ops.reduction import *
+from .ops.shape import *
+from .ops.unary import *
+
+half = float16
+float = float32
+double = float64
+short = int16
+int = int32
+long = int64
+
+__version__ = "0.1.0"

@@ -1,0 +1,248 @@
+"""The dispatcher: the one path every op call takes.
+
+`dispatch(op, args, attrs)`:
+1. if a mode handler is installed (graph tracing, global tensors, test recording), it decides;
+2. otherwise run locally: promote operand dtypes, call the device's kernel, wrap the arrays;
+3. if grad mode is on and an operand requires grad, record an `OpNode`.
+Nothing here validates shapes on the success path: a kernel failure asks the op's `meta` rule
+for the precise user-facing error, so valid calls pay nothing for checks.
+"""
+
+from __future__ import annotations
+
+import traceback
+
+import numpy as np
+
+from . import dtype as dtypes
+from .errors import AutogradError, DTypeError, ShapeError, TideflowError
+from .grad_mode import STATE
+from .node import OpNode, is_float
+from .registry import Meta, OpDef
+from .tensor import Tensor, _init, _new, accumulator
+
+_ndarray = np.ndarray
+
+
+class _Mode:
+    """`handler(op, args, attrs)` replaces local execution while set (one at a time)."""
+
+    __slots__ = ("anomaly", "handler")
+
+    def __init__(self) -> None:
+        self.handler = None
+        self.anomaly = False
+
+
+MODE = _Mode()
+
+
+def dispatch(op: OpDef, args: tuple, attrs: dict):
+    handler = MODE.handler
+    if handler is not None:
+        return handler(op, args, attrs)
+    return run_local(op, args, attrs)
+
+
+def run_local(op: OpDef, args: tuple, attrs: dict):
+    arrays = [a._data if isinstance(a, Tensor) else a for a in args]
+    if op.promote is not None:
+        promote(op, args, arrays)
+    try:
+        out = op.kernels["cpu"](*arrays, **attrs)
+    except TideflowError:
+        raise
+    except Exception as e:
+        raise kernel_error(op, args, attrs, e) from e
+    if op.n_out == 1:
+        if type(out) is not _ndarray:
+            out = np.asarray(out)
+        result = _new(Tensor)
+        _init(result, out)
+        outs = (result,)
+    else:
+        outs = tuple(_wrap(o) for o in out)
+        result = outs
+    if op.view:
+        base = args[0]
+        for o in outs:
+            o._version = base._version
+            o._base = base if base._base is None else base._base
+    if STATE.enabled and op.differentiable:
+        for a in args:
+            if isinstance(a, Tensor) and a.requires_grad:
+                record(op, args, attrs, outs)
+                break
+    return result
+
+
+def _wrap(array) -> Tensor:
+    t = _new(Tensor)
+    _init(t, array if type(array) is _ndarray else np.asarray(array))
+    return t
+
+
+def promote(op: OpDef, args: tuple, arrays: list) -> None:
+    """Cast `arrays` (in place in the list) to the op's computation dtype (PyTorch rules)."""
+    positions = op.promote_args if op.promote_args is not None else range(len(args))
+    target = None
+    uniform = True
+    for i in positions:
+        a = args[i]
+        if isinstance(a, Tensor):
+            d = a._data.dtype
+            if target is None:
+                target = d
+            elif d != target:
+                uniform = False
+        elif a is not None:
+            uniform = False
+    if uniform and target is not None:  # the common case: same-dtype tensors only
+        if op.promote == "float" and not is_float(target):
+            target = dtypes.get_default_dtype().np
+        else:
+            return
+    else:
+        target = computation_dtype(op, [args[i] for i in positions]).np
+    for i in positions:
+        a = arrays[i]
+        if isinstance(a, _ndarray):
+            if a.dtype != target:
+                arrays[i] = a.astype(target)
+        elif isinstance(a, np.generic):
+            arrays[i] = a.item()
+
+
+def computation_dtype(op: OpDef, operands) -> dtypes.DType:
+    """The dtype `op` computes in for these operands (tensors, metas or scalars)."""
+    dims, zero_dims, scalars = [], [], []
+    for a in operands:
+        if a is None:
+            continue
+        if isinstance(a, Tensor | Meta):
+            (dims if len(a.shape) else zero_dims).append(a.dtype)
+        else:
+            scalars.append(a.item() if isinstance(a, np.generic) else a)
+    result = dtypes.result_type(dims, zero_dims, scalars)
+    if op.promote == "float" and not result.is_floating_point:
+        return dtypes.get_default_dtype()
+    return result
+
+
+def infer(op: OpDef, operands, attrs: dict):
+    """Output Meta(s) of `op` from operand metadata (Meta/Tensor/scalar), promotion applied:
+    what graph tracing and global tensors use instead of running the kernel."""
+    metas = [Meta(tuple(a.shape), a.dtype) if isinstance(a, Tensor | Meta) else a for a in operands]
+    if op.promote is not None:
+        positions = op.promote_args if op.promote_args is not None else range(len(metas))
+        target = computation_dtype(op, [metas[i] for i in positions])
+        for i in positions:
+            if isinstance(metas[i], Meta):
+                metas[i] = Meta(metas[i].shape, target)
+    return op.meta(*metas, **attrs)
+
+
+def record(op: OpDef, args: tuple, attrs: dict, outs: tuple) -> None:
+    """Attach an OpNode to `outs` with edges to the operands that require grad."""
+    edges = []
+    needs = []
+    in_meta = []
+    for a in args:
+        if isinstance(a, Tensor):
+            in_meta.append((a._data.shape, a._data.dtype))
+            if a.requires_grad:
+                fn = a.grad_fn
+                edges.append((fn, a._out_nr) if fn is not None else (accumulator(a), 0))
+                needs.append(True)
+                continue
+        else:
+            in_meta.append(None)
+        edges.append(None)
+        needs.append(False)
+    node = OpNode(op, attrs, tuple(edges), tuple(needs), tuple(in_meta))
+    node.out_meta = tuple((o._data.shape, o._data.dtype) for o in outs)
+    if MODE.anomaly:
+        node.trace = "".join(traceback.format_stack()[:-3])
+    node.save(args, outs)
+    for i, o in enumerate(outs):
+        if is_float(o._data.dtype):
+            o.requires_grad = True
+            o.grad_fn = node
+            o._out_nr = i
+
+
+def inplace(fn, name: str):
+    """The in-place method `name` (e.g. `add_`) of the out-of-place op function `fn`: compute
+    out of place, then write into the tensor. It takes over the result's autograd identity and
+    its version advances, so backward through a node that saved the old value raises."""
+
+    def method(self, *args, **kwargs):
+        if STATE.enabled and (
+            self.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args)
+        ):
+            if self.requires_grad and self.grad_fn is None:
+                raise AutogradError(
+                    f"{name}: a leaf tensor that requires grad is used in an in-place "
+                    "operation; wrap it in `with flow.no_grad():` or use the out-of-place op"
+                )
+            if self._base is not None:
+                raise AutogradError(
+                    f"{name}: in-place modification of a view (of a slice, reshape, ...) that "
+                    "takes part in autograd is not supported; build the result out of place "
+                    "(cat, stack, where, index_put)"
+                )
+        assign(self, fn(self, *args, **kwargs), name)
+        return self
+
+    method.__name__ = name
+    method.__doc__ = f"In-place version of `{fn.__name__}`."
+    return method
+
+
+def assign(self: Tensor, result: Tensor, opname: str) -> None:
+    """Write `result` into `self`'s memory (views see it) and give `self` its history."""
+    src = result._data
+    dst = self._data
+    if src.shape != dst.shape:
+        raise ShapeError(
+            f"{opname}: the result of shape {list(src.shape)} does not match the shape "
+            f"{list(dst.shape)} of the tensor written in place"
+        )
+    if src.dtype != dst.dtype and is_float(src.dtype) and not is_float(dst.dtype):
+        raise DTypeError(
+            f"{opname}: result type {dtypes.from_numpy(src.dtype)} can't be cast to the "
+            f"dtype {dtypes.from_numpy(dst.dtype)} of the tensor written in place"
+        )
+    if not dst.flags.writeable:
+        raise TideflowError(
+            f"{opname}: the tensor is a read-only (expanded/broadcast) view; clone() it first"
+        )
+    np.copyto(dst, src, casting="unsafe")
+    self._version[0] += 1
+    if result.requires_grad:
+        self.requires_grad = True
+        self.grad_fn = result.grad_fn
+        self._out_nr = result._out_nr
+
+
+def kernel_error(op: OpDef, args: tuple, attrs: dict, err: Exception) -> TideflowError:
+    """A user-facing error for a failed kernel: the meta rule's message when it rejects the
+    call, else the op, the operands' shapes/dtypes and the backend's message."""
+    try:
+        infer(op, args, attrs)
+    except TideflowError as e:
+        return e
+    except Exception:
+        pass
+    return TideflowError(f"{op.name}: {describe(args, attrs)}: {type(err).__name__}: {err}")
+
+
+def describe(args: tuple, attrs: dict) -> str:
+    parts = []
+    for a in args:
+        if isinstance(a, Tensor):
+            parts.append(f"Tensor(shape={list(a.shape)}, dtype={a.dtype.name})")
+        else:
+            parts.append(repr(a))
+    parts += [f"{k}={v!r}" for k, v in attrs.items()]
+    return f"({', '.join(parts)})"

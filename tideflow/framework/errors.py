@@ -1,0 +1,25 @@
+"""Exceptions users can cause. Each names the op and the offending shapes/dtypes/values."""
+
+
+class TideflowError(RuntimeError):
+    """Base class of every error tideflow raises for a user mistake."""
+
+
+class ShapeError(TideflowError, ValueError):
+    """Shapes that do not fit the op (matmul, cat, broadcasting, view, ...)."""
+
+
+class DTypeError(TideflowError, TypeError):
+    """A dtype the op does not accept."""
+
+
+class DeviceError(TideflowError):
+    """Operands on different devices, or a device that is not available."""
+
+
+class AutogradError(TideflowError):
+    """Misuse of autograd: backward through freed graph, modified saved tensor, ..."""
+
+
+def op_error(op: str, message: str, kind: type[TideflowError] = TideflowError) -> TideflowError:
+    return kind(f"{op}: {message}")

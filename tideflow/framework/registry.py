@@ -1,0 +1,134 @@
+"""The op registry: every operator is one `OpDef`, registered once, serving every mode.
+
+An OpDef holds what the eager, lazy (graph) and global paths need to know about an op:
+
+- `inputs`: names of the positional operands (tensors, Python scalars or None); a name
+  starting with '*' takes the rest (cat, stack). Everything else is a keyword attribute.
+- `promote`: how operand dtypes combine before the kernel runs: None (as given), "common"
+  (PyTorch result type) or "float" (result type, integers and bool go to the default float).
+  `promote_args` limits it to some operand positions (e.g. `where` promotes x and y, not cond).
+- `meta(*metas, **attrs)`: output `Meta` (shape, dtype) from input metadata alone; it also
+  validates and raises the op's user-facing errors.
+- `sbp(*metas, **attrs)`: the list of accepted `Signature`s.
+- `kernels`: device type -> function(*arrays, **attrs) returning array(s).
+- `grad(ctx, *gys)`: the backward rule in tideflow ops, returning one gradient (or None) per
+  operand; `ctx.<name>` reads a saved operand/output (`saves`) or an attribute.
+- `view`: the output aliases operand 0 (shares memory and its version counter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from .dtype import DType
+
+
+class Meta(NamedTuple):
+    """Metadata of one tensor: what infer rules see instead of data."""
+
+    shape: tuple
+    dtype: DType
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+class OpDef:
+    __slots__ = (
+        "differentiable",
+        "grad",
+        "inputs",
+        "kernels",
+        "local_attrs",
+        "meta",
+        "n_out",
+        "name",
+        "promote",
+        "promote_args",
+        "save_spec",
+        "saves",
+        "sbp",
+        "view",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        inputs: tuple[str, ...],
+        meta: Callable[..., Any],
+        sbp: Callable[..., list],
+        kernels: dict[str, Callable[..., Any]],
+        grad: Callable[..., tuple] | None = None,
+        saves: tuple[str, ...] = (),
+        promote: str | None = None,
+        promote_args: tuple[int, ...] | None = None,
+        n_out: int = 1,
+        view: bool = False,
+        differentiable: bool | None = None,
+        local_attrs: Callable[..., dict] | None = None,
+    ) -> None:
+        if promote not in (None, "common", "float"):
+            raise ValueError(f"op {name}: promote must be None, 'common' or 'float'")
+        self.name = name
+        self.inputs = inputs
+        self.meta = meta
+        self.sbp = sbp
+        self.kernels = kernels
+        self.grad = grad
+        self.saves = saves
+        self.promote = promote
+        self.promote_args = promote_args
+        self.n_out = n_out
+        self.view = view
+        self.differentiable = grad is not None if differentiable is None else differentiable
+        if self.differentiable and grad is None:
+            raise ValueError(f"op {name}: differentiable ops need a grad rule")
+        # NOTE: ops whose attributes name logical sizes (reshape's target shape) give
+        # `local_attrs(attrs, signature, *logical_metas)`: the attributes each rank's kernel
+        # runs with under that signature.
+        self.local_attrs = local_attrs
+        self.save_spec = tuple(_save_slot(name, inputs, s) for s in saves)
+
+    def kernel(self, device_type: str):
+        """Decorator registering a kernel for another backend from that backend's module."""
+
+        def register(fn):
+            self.kernels[device_type] = fn
+            return fn
+
+        return register
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"
+
+
+def _save_slot(op: str, inputs: tuple[str, ...], name: str) -> tuple[str, str, int]:
+    """'x' -> ('x', 'in', position); 'out' / 'out1' -> ('out', 'out', 0) / ('out1', 'out', 1)."""
+    if name in inputs:
+        return (name, "in", inputs.index(name))
+    if name == "out":
+        return (name, "out", 0)
+    if name.startswith("out") and name[3:].isdigit():
+        return (name, "out", int(name[3:]))
+    raise ValueError(f"op {op}: cannot save {name!r}: not an input ({inputs}) nor an output")
+
+
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def register(op: OpDef) -> OpDef:
+    if op.name in _REGISTRY:
+        raise ValueError(f"op {op.name!r} is registered twice")
+    _REGISTRY[op.name] = op
+    return op
+
+
+def get_op(name: str) -> OpDef:
+    return _REGISTRY[name]
+
+
+def all_ops() -> dict[str, OpDef]:
+    return dict(_REGISTRY)

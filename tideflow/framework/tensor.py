@@ -1,0 +1,308 @@
+"""`Tensor`: an array of one backend plus its autograd identity.
+
+This class holds data and metadata only. Methods that are ops (`x + y`, `x.sum()`, `x.view`)
+are bound by `tideflow.ops` and `backward` by `tideflow.autograd`, so the layers below never
+import the layers above.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from . import dtype as dtypes
+from .device import CPU
+from .errors import AutogradError, TideflowError
+
+
+class Size(tuple):
+    """`torch.Size`: a tuple of ints with `numel()`."""
+
+    __slots__ = ()
+
+    def numel(self) -> int:
+        n = 1
+        for d in self:
+            n *= d
+        return n
+
+    def __repr__(self) -> str:
+        return f"tideflow.Size([{', '.join(map(str, self))}])"
+
+
+_new = object.__new__
+
+
+class Tensor:
+    __slots__ = (
+        "__weakref__",
+        "_accum",
+        "_base",
+        "_data",
+        "_out_nr",
+        "_retains_grad",
+        "_version",
+        "grad",
+        "grad_fn",
+        "requires_grad",
+    )
+
+    def __init__(self, *args, dtype=None, device=None, requires_grad: bool = False) -> None:
+        """`flow.Tensor(2, 3)` (uninitialized, default dtype) or `flow.Tensor(data)`."""
+        dt = dtypes.get_default_dtype() if dtype is None else dtypes.to_dtype(dtype)
+        if len(args) == 1 and not isinstance(args[0], int):
+            src = args[0]
+            if isinstance(src, Tensor):
+                src = src._data
+            data = np.array(src, dtype=dt.np)
+        else:
+            shape = args[0] if len(args) == 1 and isinstance(args[0], tuple) else args
+            data = np.empty(tuple(shape), dtype=dt.np)
+        _init(self, data)
+        self.requires_grad = requires_grad
+
+    # -- metadata -------------------------------------------------------------------------
+    @property
+    def shape(self) -> Size:
+        return Size(self._data.shape)
+
+    def size(self, dim: int | None = None):
+        if dim is None:
+            return Size(self._data.shape)
+        return self._data.shape[_wrap_dim(dim, self._data.ndim, "size")]
+
+    @property
+    def dtype(self) -> dtypes.DType:
+        return dtypes.from_numpy(self._data.dtype)
+
+    @property
+    def device(self):
+        return CPU
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    def ndimension(self) -> int:
+        return self._data.ndim
+
+    def numel(self) -> int:
+        return self._data.size
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self._data.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self._data.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self._data.nbytes
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def is_contiguous(self) -> bool:
+        return self._data.flags.c_contiguous
+
+    def stride(self, dim: int | None = None):
+        item = self._data.itemsize
+        strides = tuple(s // item for s in self._data.strides)
+        return strides if dim is None else strides[_wrap_dim(dim, self._data.ndim, "stride")]
+
+    def data_ptr(self) -> int:
+        return self._data.__array_interface__["data"][0]
+
+    def _is_view(self) -> bool:
+        return self._base is not None
+
+    @property
+    def is_global(self) -> bool:
+        return False
+
+    @property
+    def is_local(self) -> bool:
+        return True
+
+    @property
+    def is_cuda(self) -> bool:
+        return False
+
+    @property
+    def _version_count(self) -> int:
+        return self._version[0]
+
+    # -- data access ----------------------------------------------------------------------
+    @property
+    def data(self) -> Tensor:
+        return self.detach()
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        self._data = value._data
+        self._version = value._version
+
+    def numpy(self) -> np.ndarray:
+        if self.requires_grad:
+            raise AutogradError(
+                "numpy(): can't call numpy() on a tensor that requires grad; "
+                "use tensor.detach().numpy()"
+            )
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._data
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def item(self):
+        if self._data.size != 1:
+            raise TideflowError(
+                f"item(): only one element tensors can be converted to Python scalars, "
+                f"got shape {tuple(self._data.shape)}"
+            )
+        v = self._data.reshape(()).item()
+        return float(v) if self.dtype is dtypes.bfloat16 else v
+
+    def tolist(self):
+        if self.dtype is dtypes.bfloat16:
+            return self._data.astype(np.float32).tolist()
+        return self._data.tolist()
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __bool__(self) -> bool:
+        if self._data.size != 1:
+            raise TideflowError(
+                f"bool(): a tensor with {self._data.size} elements is ambiguous; "
+                "use .any() or .all()"
+            )
+        return bool(self._data.reshape(()))
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self._data.dtype.kind not in "iub" or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be used as an index")
+        return int(self._data.reshape(()))
+
+    def __complex__(self) -> complex:
+        return complex(self.item())
+
+    __hash__ = object.__hash__
+
+    # -- autograd identity ----------------------------------------------------------------
+    def detach(self) -> Tensor:
+        """A tensor sharing data and version counter, cut from the graph."""
+        t = _new(Tensor)
+        _init(t, self._data)
+        t._version = self._version
+        t._base = self._base if self._base is not None else self
+        return t
+
+    def detach_(self) -> Tensor:
+        self.grad_fn = None
+        self.requires_grad = False
+        return self
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        if not requires_grad and self.grad_fn is not None:
+            raise AutogradError(
+                "requires_grad_(False): only leaf tensors can stop requiring grad; "
+                "use detach() for a non-leaf"
+            )
+        if requires_grad and not self.dtype.is_floating_point:
+            raise AutogradError(
+                f"requires_grad_(): only floating point tensors can require gradients, "
+                f"got {self.dtype}"
+            )
+        self.requires_grad = requires_grad
+        return self
+
+    def retain_grad(self) -> None:
+        if not self.requires_grad:
+            raise AutogradError("retain_grad(): the tensor does not require grad")
+        if self.grad_fn is None or self._retains_grad:
+            return
+        self._retains_grad = True
+        ref = weakref.ref(self)
+
+        def store(grad):
+            t = ref()
+            if t is not None:
+                t.grad = grad.detach() if t.grad is None else t.grad + grad.detach()
+            return grad
+
+        self.grad_fn.register_prehook(self._out_nr, store)
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    def register_hook(self, hook):
+        """Call `hook(grad)` when this tensor's gradient is computed; it may return a
+        replacement. Returns a handle with `remove()`."""
+        if not self.requires_grad:
+            raise AutogradError("register_hook(): the tensor does not require grad")
+        node = self.grad_fn if self.grad_fn is not None else accumulator(self)
+        return node.register_prehook(self._out_nr, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        if self.grad_fn is not None:
+            raise AutogradError("post accumulate grad hooks can only be registered on leaves")
+        return accumulator(self).register_posthook(hook)
+
+
+def _init(t: Tensor, data) -> None:
+    t._data = data
+    t.requires_grad = False
+    t.grad = None
+    t.grad_fn = None
+    t._out_nr = 0
+    t._version = [0]
+    t._base = None
+    t._accum = None
+    t._retains_grad = False
+
+
+def make_tensor(data, requires_grad: bool = False) -> Tensor:
+    """Wrap a backend array without copying (the dispatcher's and creators' constructor)."""
+    t = _new(Tensor)
+    _init(t, data)
+    t.requires_grad = requires_grad
+    return t
+
+
+def accumulator(leaf: Tensor):
+    """The AccumulateGrad node of a leaf (created once, held weakly by the tensor)."""
+    node = leaf._accum() if leaf._accum is not None else None
+    if node is None:
+        from .node import AccumulateGrad
+
+        node = AccumulateGrad(leaf)
+        leaf._accum = weakref.ref(node)
+    return node
+
+
+def _wrap_dim(dim: int, ndim: int, op: str) -> int:
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"{op}: dimension {dim} is out of range for a {ndim}-d tensor")
+    return dim % n

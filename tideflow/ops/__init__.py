@@ -1,0 +1,56 @@
+"""Every operator, one definition each, grouped by family. Importing this package registers
+the ops and binds their Tensor methods."""
+
+from . import (
+    activation,
+    binary,
+    conversion,
+    creation,
+    indexing,
+    linalg,
+    random,
+    reduction,
+    shape,
+    unary,
+)
+from .nn import (
+    attention,
+    conv,
+    distance,
+    dropout,
+    embedding,
+    fold,
+    linear,
+    loss,
+    normalization,
+    padding,
+    pooling,
+    sampling,
+    softmax,
+)
+
+__all__ = [
+    "activation",
+    "attention",
+    "binary",
+    "conv",
+    "conversion",
+    "creation",
+    "distance",
+    "dropout",
+    "embedding",
+    "fold",
+    "indexing",
+    "linalg",
+    "linear",
+    "loss",
+    "normalization",
+    "padding",
+    "pooling",
+    "random",
+    "reduction",
+    "sampling",
+    "shape",
+    "softmax",
+    "unary",
+]

@@ -1,0 +1,175 @@
+"""Shared rule builders for op definitions: shape/dtype (meta) and SBP rules that many ops
+have in common, and the `defop` shorthand. An op file combines these with its kernel and grad.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..framework import dtype as dtypes
+from ..framework.dispatch import dispatch
+from ..framework.errors import ShapeError
+from ..framework.registry import Meta, OpDef, register
+from ..framework.sbp import B, P, S, Signature
+from ..framework.tensor import Tensor
+
+__all__ = [
+    "B",
+    "P",
+    "S",
+    "Meta",
+    "Signature",
+    "broadcast_only",
+    "broadcast_shapes",
+    "defop",
+    "dispatch",
+    "elementwise_meta",
+    "elementwise_sbp",
+    "methods",
+    "normalize_dim",
+    "normalize_dims",
+    "reduce_meta_shape",
+    "reduce_sbp",
+    "same_meta",
+]
+
+
+def defop(name: str, **kw) -> OpDef:
+    """Build and register an OpDef (see `framework.registry.OpDef` for the fields)."""
+    return register(OpDef(name, **kw))
+
+
+# -- shapes ---------------------------------------------------------------------------------
+def broadcast_shapes(op: str, *shapes: tuple) -> tuple:
+    """NumPy/PyTorch broadcasting, with an error naming the op and every shape."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for s in shapes:
+        for i, d in enumerate(s, ndim - len(s)):
+            if d != out[i]:
+                if out[i] == 1:
+                    out[i] = d
+                elif d != 1:
+                    listed = " and ".join(str(list(x)) for x in shapes)
+                    raise ShapeError(f"{op}: shapes {listed} cannot be broadcast together")
+    return tuple(out)
+
+
+def normalize_dim(op: str, dim: int, ndim: int) -> int:
+    n = max(ndim, 1)  # PyTorch lets 0-d tensors use dim 0 / -1
+    if not -n <= dim < n:
+        raise IndexError(
+            f"{op}: dimension {dim} is out of range for a {ndim}-d tensor "
+            f"(expected to be in [{-n}, {n - 1}])"
+        )
+    return dim % n
+
+
+def normalize_dims(op: str, dim, ndim: int) -> tuple[int, ...]:
+    """None/() -> all dims; an int or a sequence -> sorted non-negative unique dims."""
+    if dim is None or (isinstance(dim, tuple | list) and len(dim) == 0):
+        return tuple(range(ndim))
+    if isinstance(dim, int):
+        dim = (dim,)
+    dims = tuple(sorted({normalize_dim(op, d, ndim) for d in dim}))
+    if len(dims) != len(dim):
+        raise ShapeError(f"{op}: dim {list(dim)} names a dimension twice")
+    return tuple(d for d in dims if d < ndim or ndim == 0)
+
+
+def reduce_meta_shape(shape: tuple, dims: tuple, keepdim: bool) -> tuple:
+    if keepdim:
+        return tuple(1 if i in dims else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in dims)
+
+
+# -- meta rules -----------------------------------------------------------------------------
+def same_meta(x: Meta, *_, **__) -> Meta:
+    """Output like the first operand (unary elementwise ops)."""
+    return Meta(x.shape, x.dtype)
+
+
+def elementwise_meta(name: str, out_dtype: dtypes.DType | None = None) -> Callable[..., Meta]:
+    """Broadcast the tensor operands; dtype = the (already promoted) operand dtype."""
+
+    def meta(*operands, **_) -> Meta:
+        tensors = [m for m in operands if isinstance(m, Meta)]
+        shape = broadcast_shapes(name, *(m.shape for m in tensors))
+        return Meta(shape, out_dtype or tensors[0].dtype)
+
+    return meta
+
+
+# -- SBP rules ------------------------------------------------------------------------------
+def broadcast_only(*operands, **_) -> list[Signature]:
+    """Ops with no cheaper layout: every tensor operand whole on every rank."""
+    ins = tuple(B if isinstance(m, Meta) else None for m in operands)
+    return [Signature(ins, (B,))]
+
+
+def elementwise_sbp(partial: str | None = None, n_out: int = 1) -> Callable[..., list[Signature]]:
+    """Split any output axis (operands broadcast along it stay B), or all B.
+
+    partial="linear": all-P operands give P (add, sub, neg: sum of parts is the sum);
+    partial="one":    one operand P, the others B, gives P (mul by a B factor).
+    """
+
+    def sbp(*operands, **_) -> list[Signature]:
+        metas = [m if isinstance(m, Meta) else None for m in operands]
+        tensors = [m for m in metas if m is not None]
+        ndim = max(len(m.shape) for m in tensors)
+        out_shape = broadcast_shapes("sbp", *(m.shape for m in tensors))
+        sigs = []
+        for axis in range(ndim):
+            ins = []
+            for m in metas:
+                if m is None:
+                    ins.append(None)
+                    continue
+                a = axis - (ndim - len(m.shape))
+                split = a >= 0 and m.shape[a] == out_shape[axis]
+                ins.append(S(a) if split else B)
+            sigs.append(Signature(tuple(ins), (S(axis),) * n_out))
+        all_b = tuple(None if m is None else B for m in metas)
+        sigs.append(Signature(all_b, (B,) * n_out))
+        if partial == "linear" and len(tensors) == len(operands):  # P + scalar is not linear
+            sigs.append(Signature(tuple(None if m is None else P for m in metas), (P,) * n_out))
+        elif partial == "one":
+            for i, m in enumerate(metas):
+                if m is not None:
+                    ins = list(all_b)
+                    ins[i] = P
+                    sigs.append(Signature(tuple(ins), (P,) * n_out))
+        return sigs
+
+    return sbp
+
+
+def reduce_sbp(partial: bool) -> Callable[..., list[Signature]]:
+    """Reductions over `dim`: a kept axis stays split (shifted when dims are dropped); a
+    reduced axis that is split gives P when the reduction is a sum of parts (`partial`)."""
+
+    def sbp(x: Meta, *_, dim=None, keepdim=False, **__) -> list[Signature]:
+        dims = normalize_dims("sbp", dim, len(x.shape))
+        sigs = [Signature((B,), (B,))]
+        kept = 0
+        for axis in range(len(x.shape)):
+            if axis in dims:
+                if partial:
+                    sigs.append(Signature((S(axis),), (P,)))
+            else:
+                out_axis = axis if keepdim else kept
+                sigs.append(Signature((S(axis),), (S(out_axis),)))
+                kept += 1
+        if partial:
+            sigs.append(Signature((P,), (P,)))
+        return sigs
+
+    return sbp
+
+
+# -- Tensor methods -------------------------------------------------------------------------
+def methods(**fns) -> None:
+    """Bind op functions as `Tensor` methods (the class itself stays op-agnostic)."""
+    for name, fn in fns.items():
+        setattr(Tensor, name, fn)

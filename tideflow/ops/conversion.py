@@ -1,0 +1,110 @@
+"""Copies and conversions: cast between dtypes, clone, contiguous, and `Tensor.to`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..backends import get_backend
+from ..framework import dtype as dtypes
+from ..framework.device import device as Device
+from ..framework.tensor import Tensor
+from ._rules import Meta, defop, dispatch, elementwise_sbp, methods, same_meta
+
+__all__ = ["cast", "clone", "contiguous"]
+
+
+_NO_ATTRS: dict = {}
+
+_cast = defop(
+    "cast",
+    inputs=("input",),
+    meta=lambda x, *, dtype: Meta(x.shape, dtype),
+    sbp=elementwise_sbp(partial="linear"),
+    kernels={"cpu": lambda x, *, dtype: x.astype(dtype.np)},
+    # NOTE: the engine casts a gradient back to its input's dtype, so the rule passes it on.
+    grad=lambda ctx, gy: (gy,),
+)
+_clone = defop(
+    "clone",
+    inputs=("input",),
+    meta=same_meta,
+    sbp=elementwise_sbp(partial="linear"),
+    kernels={"cpu": lambda x: np.array(x, copy=True)},
+    grad=lambda ctx, gy: (gy,),
+)
+_contiguous = defop(
+    "contiguous",
+    inputs=("input",),
+    meta=same_meta,
+    sbp=elementwise_sbp(partial="linear"),
+    kernels={"cpu": lambda x: np.array(x, copy=True, order="C")},
+    grad=lambda ctx, gy: (gy,),
+)
+
+
+def cast(input, dtype) -> Tensor:
+    """A copy of `input` converted to `dtype` (float -> int truncates toward zero)."""
+    return dispatch(_cast, (input,), {"dtype": dtypes.to_dtype(dtype)})
+
+
+def clone(input, *, memory_format=None) -> Tensor:
+    """A copy that is differentiable (its gradient flows back to `input`)."""
+    return dispatch(_clone, (input,), _NO_ATTRS)
+
+
+def contiguous(input, memory_format=None) -> Tensor:
+    """`input` itself when C-contiguous, else a contiguous copy."""
+    if input._data.flags.c_contiguous:
+        return input
+    return dispatch(_contiguous, (input,), _NO_ATTRS)
+
+
+def _to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
+    """`to(dtype)`, `to(device)`, `to(device, dtype)`, `to(other_tensor)`."""
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype = a.dtype
+        elif isinstance(a, str | Device) and not (isinstance(a, str) and a in dtypes._NAMES):
+            device = a
+        else:
+            dtype = a
+    if device is not None:
+        get_backend(Device(device).type)  # raises for a device with no backend
+    if dtype is not None:
+        dtype = dtypes.to_dtype(dtype)
+        if dtype.np != self._data.dtype:
+            return cast(self, dtype)
+    return clone(self) if copy else self
+
+
+def _type_method(dtype):
+    def method(self, memory_format=None):
+        return _to(self, dtype)
+
+    method.__name__ = dtype.name
+    return method
+
+
+def _type(self, dtype=None):
+    if dtype is None:
+        return f"tideflow.{self.dtype.name.capitalize()}Tensor"
+    return _to(self, dtype)
+
+
+methods(
+    to=_to,
+    type=_type,
+    clone=clone,
+    contiguous=contiguous,
+    float=_type_method(dtypes.float32),
+    double=_type_method(dtypes.float64),
+    half=_type_method(dtypes.float16),
+    bfloat16=_type_method(dtypes.bfloat16),
+    long=_type_method(dtypes.int64),
+    int=_type_method(dtypes.int32),
+    short=_type_method(dtypes.int16),
+    char=_type_method(dtypes.int8),
+    byte=_type_method(dtypes.uint8),
+    bool=_type_method(dtypes.bool_),
+    cpu=lambda self, memory_format=None: self,
+)

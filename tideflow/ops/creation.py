@@ -1,0 +1,273 @@
+"""Tensor creation: from data (`tensor`, `from_numpy`) and from sizes (`zeros`, `arange`, ...).
+
+Creators from sizes are ops with no tensor operands, so graph tracing records them like any
+other op and global tensors can create their shards locally.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as np
+
+from ..backends import get_backend
+from ..framework import dtype as dtypes
+from ..framework.device import device as Device
+from ..framework.errors import TideflowError
+from ..framework.tensor import Tensor, make_tensor
+from ._rules import B, Meta, Signature, defop, dispatch, methods
+from .shape import _sizes
+
+__all__ = [
+    "tensor",
+    "as_tensor",
+    "from_numpy",
+    "zeros",
+    "ones",
+    "empty",
+    "full",
+    "zeros_like",
+    "ones_like",
+    "empty_like",
+    "full_like",
+    "arange",
+    "linspace",
+    "eye",
+]
+
+
+def _check_device(device) -> None:
+    if device is not None:
+        get_backend(Device(device).type)
+
+
+def _infer_dtype(data, array: np.ndarray) -> dtypes.DType:
+    """PyTorch's inference: Python floats -> default dtype; NumPy arrays keep theirs."""
+    if isinstance(data, np.ndarray | np.generic):
+        return dtypes.from_numpy(array.dtype)
+    if array.dtype.kind == "f":
+        return dtypes.get_default_dtype()
+    if array.dtype.kind in "iu":
+        return dtypes.int64
+    return dtypes.from_numpy(array.dtype)
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of `data` (nested lists, scalars, arrays, tensors).
+
+    >>> flow.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    """
+    _check_device(device)
+    if isinstance(data, Tensor):
+        data = data._data
+    array = np.array(data)
+    dt = _infer_dtype(data, array) if dtype is None else dtypes.to_dtype(dtype)
+    if array.dtype == object:
+        raise TideflowError(f"tensor(): could not infer a numeric dtype from {type(data).__name__}")
+    t = make_tensor(array.astype(dt.np, copy=array.dtype != dt.np or array is data))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """Like `tensor`, but shares memory with a tensor or a NumPy array of the same dtype."""
+    _check_device(device)
+    if isinstance(data, Tensor):
+        return data if dtype is None else data.to(dtypes.to_dtype(dtype))
+    if isinstance(data, np.ndarray) and (dtype is None or dtypes.to_dtype(dtype).np == data.dtype):
+        return from_numpy(data)
+    return tensor(data, dtype=dtype)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing memory with `array` (writes to either are seen by both)."""
+    if not isinstance(array, np.ndarray):
+        raise TideflowError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
+    dtypes.from_numpy(array.dtype)  # raises for unsupported dtypes
+    return make_tensor(array)
+
+
+def _creation(name: str, kernel, meta) -> object:
+    return defop(
+        name,
+        inputs=(),
+        meta=meta,
+        sbp=lambda **_: [Signature((), (B,))],
+        kernels={"cpu": kernel},
+    )
+
+
+def _check_shape(op: str, shape: tuple) -> tuple:
+    shape = tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape):
+        raise TideflowError(f"{op}: negative dimension in size {list(shape)}")
+    return shape
+
+
+_full = _creation(
+    "full",
+    lambda *, shape, fill_value, dtype: np.full(shape, fill_value, dtype=dtype.np),
+    lambda *, shape, fill_value, dtype: Meta(shape, dtype),
+)
+
+
+def _finish(t: Tensor, requires_grad: bool) -> Tensor:
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A tensor of `size` filled with `fill_value` (dtype inferred from the value)."""
+    _check_device(device)
+    dt = dtypes.scalar_dtype(fill_value) if dtype is None else dtypes.to_dtype(dtype)
+    shape = _check_shape("full", _sizes((size,)) if not isinstance(size, int) else (size,))
+    t = dispatch(_full, (), {"shape": shape, "fill_value": fill_value, "dtype": dt})
+    return _finish(t, requires_grad)
+
+
+def _filled(name: str, value):
+    def create(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+        _check_device(device)
+        dt = dtypes.get_default_dtype() if dtype is None else dtypes.to_dtype(dtype)
+        shape = _check_shape(name, _sizes(size))
+        t = dispatch(_full, (), {"shape": shape, "fill_value": value, "dtype": dt})
+        return _finish(t, requires_grad)
+
+    create.__name__ = name
+    create.__doc__ = f"A tensor of the given size filled with {value} (default dtype)."
+    return create
+
+
+zeros = _filled("zeros", 0)
+ones = _filled("ones", 1)
+empty = _filled("empty", 0)  # NOTE: zero-filled: deterministic, and np.empty saves little
+
+
+def _like(create):
+    def like(input, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+        return create(
+            tuple(input.shape),
+            dtype=input.dtype if dtype is None else dtype,
+            requires_grad=requires_grad,
+        )
+
+    like.__name__ = create.__name__ + "_like"
+    return like
+
+
+zeros_like = _like(zeros)
+ones_like = _like(ones)
+empty_like = _like(empty)
+
+
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return full(
+        tuple(input.shape),
+        fill_value,
+        dtype=input.dtype if dtype is None else dtype,
+        requires_grad=requires_grad,
+    )
+
+
+def _arange_len(start, end, step) -> int:
+    if step == 0:
+        raise TideflowError("arange: step must be nonzero")
+    n = math.ceil((end - start) / step)
+    if n < 0:
+        raise TideflowError(
+            f"arange: upper bound and step sign are inconsistent (start={start}, end={end}, "
+            f"step={step})"
+        )
+    return n
+
+
+_arange = _creation(
+    "arange",
+    lambda *, start, end, step, dtype: (
+        start + np.arange(_arange_len(start, end, step)) * step
+    ).astype(dtype.np),
+    lambda *, start, end, step, dtype: Meta((_arange_len(start, end, step),), dtype),
+)
+
+
+def arange(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """`[start, start + step, ...)` up to `end`; int64 for integer arguments."""
+    _check_device(device)
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        is_int = builtins.all(isinstance(v, int) for v in (start, end, step))
+        dt = dtypes.int64 if is_int else dtypes.get_default_dtype()
+    else:
+        dt = dtypes.to_dtype(dtype)
+    t = dispatch(_arange, (), {"start": start, "end": end, "step": step, "dtype": dt})
+    return _finish(t, requires_grad)
+
+
+_linspace = _creation(
+    "linspace",
+    lambda *, start, end, steps, dtype: np.linspace(start, end, steps).astype(dtype.np),
+    lambda *, start, end, steps, dtype: Meta((steps,), dtype),
+)
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """`steps` evenly spaced values from `start` to `end` inclusive."""
+    _check_device(device)
+    if steps < 0:
+        raise TideflowError(f"linspace: number of steps must be non-negative, got {steps}")
+    dt = dtypes.get_default_dtype() if dtype is None else dtypes.to_dtype(dtype)
+    t = dispatch(_linspace, (), {"start": start, "end": end, "steps": steps, "dtype": dt})
+    return _finish(t, requires_grad)
+
+
+_eye = _creation(
+    "eye",
+    lambda *, n, m, dtype: np.eye(n, m, dtype=dtype.np),
+    lambda *, n, m, dtype: Meta((n, m), dtype),
+)
+
+
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """The identity matrix of shape (n, m) (m defaults to n)."""
+    _check_device(device)
+    dt = dtypes.get_default_dtype() if dtype is None else dtypes.to_dtype(dtype)
+    t = dispatch(_eye, (), {"n": n, "m": n if m is None else m, "dtype": dt})
+    return _finish(t, requires_grad)
+
+
+def _new_creator(create):
+    def method(self, *size, dtype=None, device=None, requires_grad=False):
+        return create(
+            *size,
+            dtype=self.dtype if dtype is None else dtype,
+            requires_grad=requires_grad,
+        )
+
+    method.__name__ = "new_" + create.__name__
+    return method
+
+
+def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    return full(
+        size,
+        fill_value,
+        dtype=self.dtype if dtype is None else dtype,
+        requires_grad=requires_grad,
+    )
+
+
+def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
+    return tensor(data, dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)
+
+
+methods(
+    new_zeros=_new_creator(zeros),
+    new_ones=_new_creator(ones),
+    new_empty=_new_creator(empty),
+    new_full=_new_full,
+    new_tensor=_new_tensor,
+)

@@ -1,0 +1,1 @@
+"""The ops behind `tideflow.nn.functional`, one module per family."""

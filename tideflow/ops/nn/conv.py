@@ -1,0 +1,5 @@
+"""nn.functional conv ops."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,5 @@
+"""nn.functional softmax ops."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

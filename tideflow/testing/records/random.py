@@ -1,0 +1,3 @@
+from ..opinfo import OpInfo
+
+RECORDS: list[OpInfo] = []

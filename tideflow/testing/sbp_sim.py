@@ -1,0 +1,142 @@
+"""Verify SBP signatures without communication: shard the operands over simulated ranks in
+one process, run the kernel on each shard, combine the outputs as the output SBP says, and
+compare with the unsharded result.
+
+`record_calls` captures the (op, operands, attrs) triples that public calls dispatch, so the
+checks are generated from the op database's samples.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..framework.dispatch import MODE, infer, run_local
+from ..framework.grad_mode import no_grad
+from ..framework.registry import Meta, OpDef
+from ..framework.sbp import B, P, Signature, Split
+from ..framework.tensor import Tensor, make_tensor
+
+
+@dataclass
+class Call:
+    op: OpDef
+    args: tuple  # NumPy arrays where the call had tensors (snapshots), else the values
+    attrs: dict
+    outs: tuple  # output arrays
+
+
+@contextlib.contextmanager
+def record_calls():
+    """Capture every dispatched call made inside the block (on the local path)."""
+    calls: list[Call] = []
+    prev = MODE.handler
+
+    def handler(op, args, attrs):
+        snap = tuple(a._data.copy() if isinstance(a, Tensor) else a for a in args)
+        out = run_local(op, args, attrs)
+        outs = out if isinstance(out, tuple) else (out,)
+        calls.append(Call(op, snap, dict(attrs), tuple(o._data for o in outs)))
+        return out
+
+    MODE.handler = handler
+    try:
+        yield calls
+    finally:
+        MODE.handler = prev
+
+
+def _tensors(args: tuple) -> tuple:
+    return tuple(make_tensor(a) if isinstance(a, np.ndarray) else a for a in args)
+
+
+def metas_of(args: tuple) -> list:
+    from ..framework import dtype as dtypes
+
+    return [
+        Meta(tuple(a.shape), dtypes.from_numpy(a.dtype)) if isinstance(a, np.ndarray) else a
+        for a in args
+    ]
+
+
+def check_meta(call: Call) -> str | None:
+    """None if the op's meta rule agrees with what the kernel produced, else a message."""
+    got = infer(call.op, metas_of(call.args), call.attrs)
+    got = got if isinstance(got, tuple) and not isinstance(got, Meta) else (got,)
+    if len(got) != len(call.outs):
+        return f"meta gives {len(got)} outputs, the kernel {len(call.outs)}"
+    for i, (m, o) in enumerate(zip(got, call.outs, strict=True)):
+        if tuple(m.shape) != o.shape or m.dtype.np != o.dtype:
+            meta = f"{list(m.shape)} {m.dtype}"
+            return f"output {i}: meta says {meta}, kernel gave {list(o.shape)} {o.dtype}"
+    return None
+
+
+def _shard(x, sbp, n: int, rng: np.random.Generator) -> list:
+    if not isinstance(x, np.ndarray):
+        return [x] * n
+    if sbp is B:
+        return [x] * n
+    if isinstance(sbp, Split):
+        return np.array_split(x, n, axis=sbp.axis)
+    # P: parts that sum to x (rank 0 holds x, the rest zeros for non-floats)
+    if x.dtype.kind in "biu":
+        return [x] + [np.zeros_like(x)] * (n - 1)
+    parts = [rng.uniform(-1, 1, x.shape).astype(x.dtype) for _ in range(n - 1)]
+    last = x.astype(np.float64) - sum(p.astype(np.float64) for p in parts)
+    return [*parts, last.astype(x.dtype)]
+
+
+def _combine(outs: list, sbp, op: str) -> np.ndarray:
+    if isinstance(sbp, Split):
+        return np.concatenate(outs, axis=sbp.axis)
+    if sbp is P:
+        total = outs[0].astype(np.float64)
+        for o in outs[1:]:
+            total = total + o.astype(np.float64)
+        return total
+    for r, o in enumerate(outs[1:], 1):
+        if o.shape != outs[0].shape or not np.allclose(
+            o.astype(np.float64), outs[0].astype(np.float64), equal_nan=True
+        ):
+            raise AssertionError(f"{op}: B output differs between rank 0 and rank {r}")
+    return outs[0]
+
+
+def check_signature(call: Call, sig: Signature, n: int = 2, rtol=1e-5, atol=1e-6) -> str | None:
+    """None if running `sig` on n simulated ranks reproduces the unsharded outputs."""
+    op = call.op
+    if len(sig.ins) != len(call.args):
+        return f"signature {sig} has {len(sig.ins)} inputs, the call {len(call.args)}"
+    for a, s in zip(call.args, sig.ins, strict=True):
+        if isinstance(s, Split) and isinstance(a, np.ndarray) and a.shape[s.axis] < n:
+            return None  # too small to split over n ranks: nothing to check
+        if s is P and isinstance(a, np.ndarray) and a.dtype == np.bool_:
+            return None
+    rng = np.random.default_rng(0)
+    shards = [_shard(a, s, n, rng) for a, s in zip(call.args, sig.ins, strict=True)]
+    attrs = call.attrs
+    if op.local_attrs is not None:
+        attrs = op.local_attrs(attrs, sig, *metas_of(call.args))
+    per_rank = []
+    with no_grad():
+        for r in range(n):
+            out = run_local(op, _tensors(tuple(s[r] for s in shards)), attrs)
+            per_rank.append(out if isinstance(out, tuple) else (out,))
+    for i, (expected, osbp) in enumerate(zip(call.outs, sig.outs, strict=True)):
+        got = _combine([outs[i]._data for outs in per_rank], osbp, op.name)
+        if got.shape != expected.shape:
+            return (
+                f"{sig}: output {i} combined to {list(got.shape)}, expected {list(expected.shape)}"
+            )
+        if not np.allclose(
+            got.astype(np.float64),
+            expected.astype(np.float64),
+            rtol=rtol,
+            atol=atol,
+            equal_nan=True,
+        ):
+            return f"{sig}: output {i} differs from the unsharded result"
+    return None
