@@ -46,7 +46,7 @@ def _root_grad(t: Tensor, g, what: str) -> Tensor:
 
 
 def _num_outputs(node: Node) -> int:
-    return len(node.out_meta) if isinstance(node, OpNode) else getattr(node, "num_outputs", 1)
+    return node.op.n_out if isinstance(node, OpNode) else getattr(node, "num_outputs", 1)
 
 
 def _walk(roots: list[Node]) -> tuple[dict[Node, int], dict[Node, list[Node]]]:
@@ -211,7 +211,7 @@ def _conform(node: Node, i: int, gx):
     """Bring a gradient to its input's shape and dtype (reduce broadcast dims, cast)."""
     if not isinstance(gx, Tensor):
         raise AutogradError(f"{node.name()}: gradient {i} is a {type(gx).__name__}, not a tensor")
-    meta = node.in_meta[i] if isinstance(node, OpNode) else getattr(node, "in_meta", None)
+    meta = node.in_meta[i]  # every node with edges (OpNode, FunctionNode) records in_meta
     if meta is None:
         return gx
     shape, np_dtype = meta
@@ -241,7 +241,7 @@ def _accumulate(node: AccumulateGrad, g: Tensor, create_graph: bool, stored: set
                 data = data.copy()
             stored.add(id(data))
             var.grad = make_tensor(data)
-    elif create_graph or var.grad.requires_grad:
+    elif create_graph:
         var.grad = var.grad + g
     else:
         np.add(var.grad._data, g._data, out=var.grad._data, casting="unsafe")

@@ -17,7 +17,7 @@ import numpy as np
 from . import dtype as dtypes
 from .errors import AutogradError, DTypeError, ShapeError, TideflowError
 from .grad_mode import STATE
-from .node import OpNode, is_float
+from .node import FLOAT_NP, OpNode, is_float
 from .registry import Meta, OpDef
 from .tensor import Tensor, _init, _new, accumulator
 
@@ -144,28 +144,29 @@ def infer(op: OpDef, operands, attrs: dict):
 
 def record(op: OpDef, args: tuple, attrs: dict, outs: tuple) -> None:
     """Attach an OpNode to `outs` with edges to the operands that require grad."""
+    # NOTE: this runs on every differentiable eager call: keep it to one pass, no helpers.
     edges = []
-    needs = []
     in_meta = []
     for a in args:
         if isinstance(a, Tensor):
-            in_meta.append((a._data.shape, a._data.dtype))
+            data = a._data
+            in_meta.append((data.shape, data.dtype))
             if a.requires_grad:
                 fn = a.grad_fn
                 edges.append((fn, a._out_nr) if fn is not None else (accumulator(a), 0))
-                needs.append(True)
                 continue
         else:
             in_meta.append(None)
         edges.append(None)
-        needs.append(False)
-    node = OpNode(op, attrs, tuple(edges), tuple(needs), tuple(in_meta))
-    node.out_meta = tuple((o._data.shape, o._data.dtype) for o in outs)
+    node = OpNode(op, attrs, tuple(edges), tuple(in_meta))
+    if op.n_out > 1:
+        node.out_meta = tuple((o._data.shape, o._data.dtype) for o in outs)
     if MODE.anomaly:
         node.trace = "".join(traceback.format_stack()[:-3])
-    node.save(args, outs)
+    if op.save_spec:
+        node.save(args, outs)
     for i, o in enumerate(outs):
-        if is_float(o._data.dtype):
+        if o._data.dtype in FLOAT_NP:
             o.requires_grad = True
             o.grad_fn = node
             o._out_nr = i

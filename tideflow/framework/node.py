@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 
+import ml_dtypes
 import numpy as np
 
 from .errors import AutogradError
@@ -13,9 +14,12 @@ from .tensor import Tensor, make_tensor
 _seq = itertools.count()
 
 
+FLOAT_NP = frozenset(np.dtype(d) for d in ("float16", "float32", "float64", ml_dtypes.bfloat16))
+
+
 def is_float(np_dtype) -> bool:
     """Whether values of this NumPy dtype carry gradients (bfloat16 reports kind 'V')."""
-    return np_dtype.kind == "f" or np_dtype.name == "bfloat16"
+    return np_dtype in FLOAT_NP
 
 
 class RemovableHandle:
@@ -47,10 +51,12 @@ class Node:
     def next_functions(self) -> tuple:
         return tuple((None, 0) if e is None else e for e in self.edges)
 
-    def register_prehook(self, output_nr: int, hook) -> RemovableHandle:
+    def register_prehook(self, output_nr: int, hook, last: bool = False) -> RemovableHandle:
+        """`hook(grad)` runs before this node uses output `output_nr`'s gradient; `last` hooks
+        (retain_grad) run after all others, whatever the registration order."""
         if self._prehooks is None:
             self._prehooks = {}
-        key = (output_nr, next(_seq))
+        key = (output_nr, float("inf") if last else next(_seq))
         self._prehooks[key] = hook
         return RemovableHandle(self._prehooks, key)
 
@@ -62,7 +68,7 @@ class Node:
         return RemovableHandle(self._posthooks, key)
 
     def run_prehooks(self, grads: list) -> None:
-        for (nr, _), hook in list(self._prehooks.items()):
+        for (nr, _), hook in sorted(self._prehooks.items(), key=lambda kv: kv[0]):
             if grads[nr] is not None:
                 new = hook(grads[nr])
                 if new is not None:
@@ -79,22 +85,28 @@ class OpNode(Node):
     __slots__ = (
         "attrs",
         "in_meta",
-        "needs_input_grad",
         "op",
         "out_meta",
         "saved",
         "trace",
     )
 
-    def __init__(self, op, attrs: dict, edges: tuple, needs_input_grad: tuple, in_meta: tuple):
-        super().__init__(edges)
+    def __init__(self, op, attrs: dict, edges: tuple, in_meta: tuple) -> None:
+        # NOTE: no super().__init__(): this runs on every differentiable eager call.
+        self.edges = edges
+        self.seq = next(_seq)
+        self._prehooks = None
+        self._posthooks = None
         self.op = op
         self.attrs = attrs
-        self.needs_input_grad = needs_input_grad
-        self.in_meta = in_meta  # per operand: (shape, numpy dtype) or None
-        self.out_meta: tuple = ()
+        self.in_meta = in_meta  # per operand: (shape, numpy dtype) for tensors, else None
+        self.out_meta: tuple = ()  # per output (shape, numpy dtype), kept for multi-output ops
         self.saved: dict | None = {}
         self.trace = None
+
+    @property
+    def needs_input_grad(self) -> tuple:
+        return tuple(e is not None for e in self.edges)
 
     def name(self) -> str:
         return "".join(p.capitalize() for p in self.op.name.split("_")) + "Backward0"

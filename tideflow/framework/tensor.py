@@ -14,6 +14,7 @@ import numpy as np
 from . import dtype as dtypes
 from .device import CPU
 from .errors import AutogradError, TideflowError
+from .printing import format_tensor
 
 
 class Size(tuple):
@@ -208,6 +209,11 @@ class Tensor:
 
     __hash__ = object.__hash__
 
+    def __repr__(self) -> str:
+        return format_tensor(self._data, requires_grad=self.requires_grad, grad_fn=self.grad_fn)
+
+    __str__ = __repr__
+
     # -- autograd identity ----------------------------------------------------------------
     def detach(self) -> Tensor:
         """A tensor sharing data and version counter, cut from the graph."""
@@ -250,7 +256,7 @@ class Tensor:
                 t.grad = grad.detach() if t.grad is None else t.grad + grad.detach()
             return grad
 
-        self.grad_fn.register_prehook(self._out_nr, store)
+        self.grad_fn.register_prehook(self._out_nr, store, last=True)
 
     @property
     def retains_grad(self) -> bool:
@@ -261,13 +267,13 @@ class Tensor:
         replacement. Returns a handle with `remove()`."""
         if not self.requires_grad:
             raise AutogradError("register_hook(): the tensor does not require grad")
-        node = self.grad_fn if self.grad_fn is not None else accumulator(self)
+        node = self.grad_fn if self.grad_fn is not None else accumulator(self, pin=True)
         return node.register_prehook(self._out_nr, hook)
 
     def register_post_accumulate_grad_hook(self, hook):
         if self.grad_fn is not None:
             raise AutogradError("post accumulate grad hooks can only be registered on leaves")
-        return accumulator(self).register_posthook(hook)
+        return accumulator(self, pin=True).register_posthook(hook)
 
 
 def _init(t: Tensor, data) -> None:
@@ -290,14 +296,19 @@ def make_tensor(data, requires_grad: bool = False) -> Tensor:
     return t
 
 
-def accumulator(leaf: Tensor):
-    """The AccumulateGrad node of a leaf (created once, held weakly by the tensor)."""
-    node = leaf._accum() if leaf._accum is not None else None
+def accumulator(leaf: Tensor, pin: bool = False):
+    """The AccumulateGrad node of a leaf. The graphs that use it keep it alive and the tensor
+    holds it weakly (no reference cycle), unless hooks are registered on it (`pin`): those
+    must outlive any one graph."""
+    acc = leaf._accum
+    node = acc() if isinstance(acc, weakref.ref) else acc
     if node is None:
         from .node import AccumulateGrad
 
         node = AccumulateGrad(leaf)
         leaf._accum = weakref.ref(node)
+    if pin:
+        leaf._accum = node
     return node
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from ..backends import get_backend
 from ..framework import dtype as dtypes
 from ..framework.device import device as Device
+from ..framework.dispatch import inplace
 from ..framework.errors import TideflowError
 from ..framework.tensor import Tensor, make_tensor
 from ._rules import B, Meta, Signature, defop, dispatch, methods
@@ -264,7 +265,19 @@ def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
     return tensor(data, dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)
 
 
+def _filled_like(self, value):
+    if isinstance(value, Tensor):  # a 0-d tensor value keeps its autograd history
+        return value.to(self.dtype).expand(tuple(self.shape))
+    return full(tuple(self.shape), value, dtype=self.dtype)
+
+
+def _zeros_like_self(self):
+    return full(tuple(self.shape), 0, dtype=self.dtype)
+
+
 methods(
+    fill_=inplace(_filled_like, "fill_"),
+    zero_=inplace(_zeros_like_self, "zero_"),
     new_zeros=_new_creator(zeros),
     new_ones=_new_creator(ones),
     new_empty=_new_creator(empty),
