@@ -230,6 +230,8 @@ def _conform(node: Node, i: int, gx):
 
 def _accumulate(node: AccumulateGrad, g: Tensor, create_graph: bool, stored: set) -> None:
     var = node.variable
+    if var is None:
+        return
     if var.grad is None:
         if create_graph:
             var.grad = g

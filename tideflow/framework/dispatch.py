@@ -46,7 +46,7 @@ def dispatch(op: OpDef, args: tuple, attrs: dict):
 
 def run_local(op: OpDef, args: tuple, attrs: dict):
     arrays = [a._data if isinstance(a, Tensor) else a for a in args]
-    if op.promote is not None:
+    if op.promote is not None and not _uniform(op, arrays):
         promote(op, args, arrays)
     try:
         out = op.kernels["cpu"](*arrays, **attrs)
@@ -80,6 +80,22 @@ def _wrap(array) -> Tensor:
     t = _new(Tensor)
     _init(t, array if type(array) is _ndarray else np.asarray(array))
     return t
+
+
+def _uniform(op: OpDef, arrays: list) -> bool:
+    """The common case needs no cast: all operands are arrays of one dtype (a float dtype for
+    "float" ops). Checked on the arrays with identity tests: it runs on every call."""
+    if op.promote_args is not None:
+        return False
+    dt = None
+    for a in arrays:
+        if type(a) is not _ndarray:
+            return False
+        if dt is None:
+            dt = a.dtype
+        elif a.dtype is not dt:
+            return False
+    return op.promote == "common" or dt in FLOAT_NP
 
 
 def promote(op: OpDef, args: tuple, arrays: list) -> None:

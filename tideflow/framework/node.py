@@ -4,6 +4,7 @@ that requires grad gets an `AccumulateGrad`. `tideflow.autograd`'s engine walks 
 from __future__ import annotations
 
 import itertools
+import weakref
 
 import ml_dtypes
 import numpy as np
@@ -179,11 +180,16 @@ class OpNode(Node):
 class AccumulateGrad(Node):
     """Sink of a leaf's gradient: runs the leaf's hooks and adds the gradient to `.grad`."""
 
-    __slots__ = ("variable",)
+    __slots__ = ("_variable",)
 
     def __init__(self, variable: Tensor) -> None:
         super().__init__(())
-        self.variable = variable
+        self._variable = weakref.ref(variable)
+
+    @property
+    def variable(self) -> Tensor | None:
+        """The leaf, or None once nobody holds it (then its gradient has no reader)."""
+        return self._variable()
 
     def name(self) -> str:
         return "AccumulateGrad"

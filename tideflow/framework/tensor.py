@@ -36,18 +36,18 @@ _new = object.__new__
 
 
 class Tensor:
-    __slots__ = (
-        "__weakref__",
-        "_accum",
-        "_base",
-        "_data",
-        "_out_nr",
-        "_retains_grad",
-        "_version",
-        "grad",
-        "grad_fn",
-        "requires_grad",
-    )
+    # NOTE: only the attributes every tensor sets are slots; the rest default at class level
+    # and land in the instance __dict__ (created lazily by CPython) when set. Creating a
+    # tensor is on the dispatch path of every op, so it assigns two attributes, not nine.
+    __slots__ = ("__dict__", "__weakref__", "_data", "_version")
+
+    requires_grad = False
+    grad = None
+    grad_fn = None
+    _out_nr = 0  # which output of grad_fn this tensor is
+    _base = None  # the tensor this one is a view of
+    _accum = None  # the AccumulateGrad node of a leaf
+    _retains_grad = False
 
     def __init__(self, *args, dtype=None, device=None, requires_grad: bool = False) -> None:
         """`flow.Tensor(2, 3)` (uninitialized, default dtype) or `flow.Tensor(data)`."""
@@ -267,25 +267,18 @@ class Tensor:
         replacement. Returns a handle with `remove()`."""
         if not self.requires_grad:
             raise AutogradError("register_hook(): the tensor does not require grad")
-        node = self.grad_fn if self.grad_fn is not None else accumulator(self, pin=True)
+        node = self.grad_fn if self.grad_fn is not None else accumulator(self)
         return node.register_prehook(self._out_nr, hook)
 
     def register_post_accumulate_grad_hook(self, hook):
         if self.grad_fn is not None:
             raise AutogradError("post accumulate grad hooks can only be registered on leaves")
-        return accumulator(self, pin=True).register_posthook(hook)
+        return accumulator(self).register_posthook(hook)
 
 
 def _init(t: Tensor, data) -> None:
     t._data = data
-    t.requires_grad = False
-    t.grad = None
-    t.grad_fn = None
-    t._out_nr = 0
     t._version = [0]
-    t._base = None
-    t._accum = None
-    t._retains_grad = False
 
 
 def make_tensor(data, requires_grad: bool = False) -> Tensor:
@@ -296,19 +289,14 @@ def make_tensor(data, requires_grad: bool = False) -> Tensor:
     return t
 
 
-def accumulator(leaf: Tensor, pin: bool = False):
-    """The AccumulateGrad node of a leaf. The graphs that use it keep it alive and the tensor
-    holds it weakly (no reference cycle), unless hooks are registered on it (`pin`): those
-    must outlive any one graph."""
-    acc = leaf._accum
-    node = acc() if isinstance(acc, weakref.ref) else acc
+def accumulator(leaf: Tensor):
+    """The AccumulateGrad node of a leaf, created once. The tensor holds it and it holds the
+    tensor weakly: no reference cycle, and no new node per op that uses the leaf."""
+    node = leaf._accum
     if node is None:
         from .node import AccumulateGrad
 
-        node = AccumulateGrad(leaf)
-        leaf._accum = weakref.ref(node)
-    if pin:
-        leaf._accum = node
+        node = leaf._accum = AccumulateGrad(leaf)
     return node
 
 

@@ -62,13 +62,17 @@ def metas_of(args: tuple) -> list:
 
 
 def check_meta(call: Call) -> str | None:
-    """None if the op's meta rule agrees with what the kernel produced, else a message."""
+    """None if the op's meta rule agrees with what the kernel produced, else a message.
+    A -1 in a meta shape marks a data-dependent size (nonzero, unique): any size matches."""
     got = infer(call.op, metas_of(call.args), call.attrs)
     got = got if isinstance(got, tuple) and not isinstance(got, Meta) else (got,)
     if len(got) != len(call.outs):
         return f"meta gives {len(got)} outputs, the kernel {len(call.outs)}"
     for i, (m, o) in enumerate(zip(got, call.outs, strict=True)):
-        if tuple(m.shape) != o.shape or m.dtype.np != o.dtype:
+        shape_ok = len(m.shape) == o.ndim and all(
+            d == -1 or d == k for d, k in zip(m.shape, o.shape, strict=True)
+        )
+        if not shape_ok or m.dtype.np != o.dtype:
             meta = f"{list(m.shape)} {m.dtype}"
             return f"output {i}: meta says {meta}, kernel gave {list(o.shape)} {o.dtype}"
     return None
