@@ -31,6 +31,7 @@ __all__ = [
     "reduce_meta_shape",
     "reduce_sbp",
     "same_meta",
+    "sizes_arg",
 ]
 
 
@@ -40,6 +41,13 @@ def defop(name: str, **kw) -> OpDef:
 
 
 # -- shapes ---------------------------------------------------------------------------------
+def sizes_arg(size: tuple) -> tuple:
+    """Sizes given either way PyTorch accepts them: `f(2, 3)` or `f((2, 3))`."""
+    if len(size) == 1 and isinstance(size[0], tuple | list):
+        return tuple(size[0])
+    return tuple(size)
+
+
 def broadcast_shapes(op: str, *shapes: tuple) -> tuple:
     """NumPy/PyTorch broadcasting, with an error naming the op and every shape."""
     ndim = max((len(s) for s in shapes), default=0)

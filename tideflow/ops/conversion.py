@@ -7,8 +7,10 @@ import numpy as np
 from ..backends import get_backend
 from ..framework import dtype as dtypes
 from ..framework.device import device as Device
+from ..framework.dispatch import inplace
 from ..framework.tensor import Tensor
 from ._rules import Meta, defop, dispatch, elementwise_sbp, methods, same_meta
+from .creation import full_like
 
 __all__ = ["cast", "clone", "contiguous"]
 
@@ -91,7 +93,19 @@ def _type(self, dtype=None):
     return _to(self, dtype)
 
 
+def _copied(self, src, non_blocking=False):
+    """`src` as `self` would hold it: cast to its dtype and broadcast to its shape."""
+    if not isinstance(src, Tensor):
+        return full_like(self, src)
+    return (
+        cast(src, self.dtype).expand(tuple(self.shape))
+        if src.dtype != self.dtype
+        else (src.expand(tuple(self.shape)))
+    )
+
+
 methods(
+    copy_=inplace(_copied, "copy_"),
     to=_to,
     type=_type,
     clone=clone,

@@ -17,8 +17,7 @@ from ..framework.device import device as Device
 from ..framework.dispatch import inplace
 from ..framework.errors import TideflowError
 from ..framework.tensor import Tensor, make_tensor
-from ._rules import B, Meta, Signature, defop, dispatch, methods
-from .shape import _sizes
+from ._rules import B, Meta, Signature, defop, dispatch, methods, sizes_arg
 
 __all__ = [
     "tensor",
@@ -124,7 +123,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> T
     """A tensor of `size` filled with `fill_value` (dtype inferred from the value)."""
     _check_device(device)
     dt = dtypes.scalar_dtype(fill_value) if dtype is None else dtypes.to_dtype(dtype)
-    shape = _check_shape("full", _sizes((size,)) if not isinstance(size, int) else (size,))
+    shape = _check_shape("full", sizes_arg((size,)))
     t = dispatch(_full, (), {"shape": shape, "fill_value": fill_value, "dtype": dt})
     return _finish(t, requires_grad)
 
@@ -133,7 +132,7 @@ def _filled(name: str, value):
     def create(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
         _check_device(device)
         dt = dtypes.get_default_dtype() if dtype is None else dtypes.to_dtype(dtype)
-        shape = _check_shape(name, _sizes(size))
+        shape = _check_shape(name, sizes_arg(size))
         t = dispatch(_full, (), {"shape": shape, "fill_value": value, "dtype": dt})
         return _finish(t, requires_grad)
 

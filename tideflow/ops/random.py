@@ -22,9 +22,8 @@ from ..framework.random import (
     set_rng_state,
 )
 from ..framework.tensor import Tensor
-from ._rules import B, Meta, Signature, broadcast_only, defop, dispatch, methods
+from ._rules import B, Meta, Signature, broadcast_only, defop, dispatch, methods, sizes_arg
 from .creation import _check_device, _check_shape, _finish
-from .shape import _sizes
 
 __all__ = [
     "Generator",
@@ -109,7 +108,7 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) ->
     """Uniform samples in [0, 1). `flow.rand(2, 3)`"""
     _check_device(device)
     attrs = {
-        "shape": _check_shape("rand", _sizes(size)),
+        "shape": _check_shape("rand", sizes_arg(size)),
         "low": 0.0,
         "high": 1.0,
         "dtype": _float_dtype(dtype),
@@ -122,7 +121,7 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -
     """Standard normal samples. `flow.randn(2, 3)`"""
     _check_device(device)
     attrs = {
-        "shape": _check_shape("randn", _sizes(size)),
+        "shape": _check_shape("randn", sizes_arg(size)),
         "mean": 0.0,
         "std": 1.0,
         "dtype": _float_dtype(dtype),
@@ -142,7 +141,7 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
     if high <= low:
         raise TideflowError(f"randint: expected low < high, got low={low}, high={high}")
     attrs = {
-        "shape": _check_shape("randint", _sizes((size,)) if not isinstance(size, int) else (size,)),
+        "shape": _check_shape("randint", sizes_arg((size,))),
         "low": int(low),
         "high": int(high),
         "dtype": dtypes.int64 if dtype is None else dtypes.to_dtype(dtype),
@@ -191,7 +190,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     if size is None:
         raise TideflowError("normal: give `size` when mean and std are numbers")
     attrs = {
-        "shape": _check_shape("normal", _sizes((size,)) if not isinstance(size, int) else (size,)),
+        "shape": _check_shape("normal", sizes_arg((size,))),
         "mean": float(mean),
         "std": float(std),
         "dtype": _float_dtype(dtype),
