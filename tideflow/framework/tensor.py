@@ -212,7 +212,8 @@ class Tensor:
     def __repr__(self) -> str:
         return format_tensor(self._data, requires_grad=self.requires_grad, grad_fn=self.grad_fn)
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        return self.__repr__()  # subclasses (Parameter) override __repr__ only
 
     # -- autograd identity ----------------------------------------------------------------
     def detach(self) -> Tensor:

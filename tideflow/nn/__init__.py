@@ -1,5 +1,8 @@
-"""Neural-network building blocks. `functional` holds the stateless ops."""
+"""Neural-network building blocks: Module and layers, `functional` (the stateless ops)."""
 
 from . import functional
+from .modules import *  # noqa: F403
+from .modules import __all__ as _modules_all
+from .parameter import Buffer, Parameter
 
-__all__ = ["functional"]
+__all__ = ["Buffer", "Parameter", "functional", *_modules_all]
