@@ -134,7 +134,7 @@ def test_forward_hooks():
 
 def test_attribute_rules():
     net = Net()
-    with pytest.raises(TypeError, match="nn.Parameter or None expected"):
+    with pytest.raises(TypeError, match=r"nn\.Parameter or None expected"):
         net.a.weight = flow.ones(3)
     net.a.weight = None
     assert "weight" not in dict(net.a.named_parameters())
