@@ -54,12 +54,17 @@ def run_local(op: OpDef, args: tuple, attrs: dict):
         raise
     except Exception as e:
         raise kernel_error(op, args, attrs, e) from e
+    if op.mutates:
+        for i in op.mutates:  # the kernel wrote these operands in place (optimizer updates)
+            args[i]._version[0] += 1
     if op.n_out == 1:
         if type(out) is not _ndarray:
             out = np.asarray(out)
         result = _new(Tensor)
         _init(result, out)
         outs = (result,)
+    elif op.n_out == 0:
+        return None
     else:
         outs = tuple(_wrap(o) for o in out)
         result = outs

@@ -14,6 +14,8 @@ An OpDef holds what the eager, lazy (graph) and global paths need to know about 
 - `grad(ctx, *gys)`: the backward rule in tideflow ops, returning one gradient (or None) per
   operand; `ctx.<name>` reads a saved operand/output (`saves`) or an attribute.
 - `view`: the output aliases operand 0 (shares memory and its version counter).
+- `mutates`: operand positions the kernel writes in place (optimizer update ops, n_out=0);
+  their version counters advance. Such ops are not differentiable.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class OpDef:
         "kernels",
         "local_attrs",
         "meta",
+        "mutates",
         "n_out",
         "name",
         "promote",
@@ -69,6 +72,7 @@ class OpDef:
         view: bool = False,
         differentiable: bool | None = None,
         local_attrs: Callable[..., dict] | None = None,
+        mutates: tuple[int, ...] = (),
     ) -> None:
         if promote not in (None, "common", "float"):
             raise ValueError(f"op {name}: promote must be None, 'common' or 'float'")
@@ -86,6 +90,9 @@ class OpDef:
         self.differentiable = grad is not None if differentiable is None else differentiable
         if self.differentiable and grad is None:
             raise ValueError(f"op {name}: differentiable ops need a grad rule")
+        if mutates and self.differentiable:
+            raise ValueError(f"op {name}: ops that write their operands cannot be differentiable")
+        self.mutates = mutates
         # NOTE: ops whose attributes name logical sizes (reshape's target shape) give
         # `local_attrs(attrs, signature, *logical_metas)`: the attributes each rank's kernel
         # runs with under that signature.
