@@ -38,6 +38,9 @@ class _GradModeContext:
         with type(self)():
             return self._func(*args, **kwargs)
 
+    def __get__(self, obj, objtype=None):  # decorated methods bind like functions
+        return self if obj is None else functools.partial(self.__call__, obj)
+
     def __enter__(self) -> None:
         self._prev = STATE.enabled
         STATE.enabled = self._enabled

@@ -37,8 +37,9 @@ def record_calls():
     def handler(op, args, attrs):
         snap = tuple(a._data.copy() if isinstance(a, Tensor) else a for a in args)
         out = run_local(op, args, attrs)
-        outs = out if isinstance(out, tuple) else (out,)
-        calls.append(Call(op, snap, dict(attrs), tuple(o._data for o in outs)))
+        outs = () if out is None else out if isinstance(out, tuple) else (out,)
+        # NOTE: outputs are snapshots too: later in-place ops may write them
+        calls.append(Call(op, snap, dict(attrs), tuple(o._data.copy() for o in outs)))
         return out
 
     MODE.handler = handler
@@ -110,7 +111,8 @@ def _combine(outs: list, sbp, op: str) -> np.ndarray:
 
 
 def check_signature(call: Call, sig: Signature, n: int = 2, rtol=1e-5, atol=1e-6) -> str | None:
-    """None if running `sig` on n simulated ranks reproduces the unsharded outputs."""
+    """None if running `sig` on n simulated ranks reproduces the unsharded outputs (and, for
+    ops that write operands in place, the unsharded updated operands)."""
     op = call.op
     if len(sig.ins) != len(call.args):
         return f"signature {sig} has {len(sig.ins)} inputs, the call {len(call.args)}"
@@ -120,7 +122,11 @@ def check_signature(call: Call, sig: Signature, n: int = 2, rtol=1e-5, atol=1e-6
         if s is P and isinstance(a, np.ndarray) and a.dtype == np.bool_:
             return None
     rng = np.random.default_rng(0)
-    shards = [_shard(a, s, n, rng) for a, s in zip(call.args, sig.ins, strict=True)]
+    # NOTE: every rank gets its own copy of its shard: kernels of `mutates` ops write them.
+    shards = [
+        [x.copy() if isinstance(x, np.ndarray) else x for x in _shard(a, s, n, rng)]
+        for a, s in zip(call.args, sig.ins, strict=True)
+    ]
     attrs = call.attrs
     if op.local_attrs is not None:
         attrs = op.local_attrs(attrs, sig, *metas_of(call.args))
@@ -128,19 +134,30 @@ def check_signature(call: Call, sig: Signature, n: int = 2, rtol=1e-5, atol=1e-6
     with no_grad():
         for r in range(n):
             out = run_local(op, _tensors(tuple(s[r] for s in shards)), attrs)
-            per_rank.append(out if isinstance(out, tuple) else (out,))
-    for i, (expected, osbp) in enumerate(zip(call.outs, sig.outs, strict=True)):
-        got = _combine([outs[i]._data for outs in per_rank], osbp, op.name)
+            per_rank.append(() if out is None else out if isinstance(out, tuple) else (out,))
+    results = [
+        (f"output {i}", _combine([outs[i]._data for outs in per_rank], osbp, op.name), want)
+        for i, (want, osbp) in enumerate(zip(call.outs, sig.outs, strict=True))
+    ]
+    if op.mutates:
+        updated = [a.copy() if isinstance(a, np.ndarray) else a for a in call.args]
+        with no_grad():
+            run_local(op, _tensors(tuple(updated)), call.attrs)
+        results += [
+            (f"updated operand {i}", _combine(shards[i], sig.ins[i], op.name), updated[i])
+            for i in op.mutates
+            if isinstance(updated[i], np.ndarray)
+        ]
+    for what, got, expected in results:
         if got.shape != expected.shape:
-            return (
-                f"{sig}: output {i} combined to {list(got.shape)}, expected {list(expected.shape)}"
-            )
-        if not np.allclose(
+            return f"{sig}: {what} combined to {list(got.shape)}, expected {list(expected.shape)}"
+        close = np.allclose(
             got.astype(np.float64),
             expected.astype(np.float64),
             rtol=rtol,
             atol=atol,
             equal_nan=True,
-        ):
-            return f"{sig}: output {i} differs from the unsharded result"
+        )
+        if not close:
+            return f"{sig}: {what} differs from the unsharded result"
     return None

@@ -1,0 +1,54 @@
+"""Adam and AdamW (decoupled weight decay), with amsgrad and maximize."""
+
+from __future__ import annotations
+
+from ..framework.errors import TideflowError
+from ..ops.creation import zeros_like
+from ..ops.optim import adam_update
+from .optimizer import Optimizer, params_with_grad
+
+
+class Adam(Optimizer):
+    """`flow.optim.Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8)` — PyTorch's rule."""
+
+    _decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None) -> None:  # fmt: skip
+        if lr < 0.0 or eps < 0.0 or weight_decay < 0.0:
+            raise TideflowError(f"{type(self).__name__}: invalid lr={lr}, eps={eps} or "
+                                f"weight_decay={weight_decay}")  # fmt: skip
+        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+            raise TideflowError(f"{type(self).__name__}: invalid betas {betas}")
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                        amsgrad=amsgrad, maximize=maximize)  # fmt: skip
+        super().__init__(params, defaults)
+
+    def _step_group(self, group: dict) -> None:
+        beta1, beta2 = group["betas"]
+        for p in params_with_grad(group):
+            state = self.state[p]
+            if not state:
+                state["step"] = 0
+                state["exp_avg"] = zeros_like(p)
+                state["exp_avg_sq"] = zeros_like(p)
+                if group["amsgrad"]:
+                    state["max_exp_avg_sq"] = zeros_like(p)
+            state["step"] += 1
+            adam_update(
+                p, p.grad, state["exp_avg"], state["exp_avg_sq"], state.get("max_exp_avg_sq"),
+                lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
+                weight_decay=group["weight_decay"], decoupled=self._decoupled,
+                amsgrad=group["amsgrad"], maximize=group["maximize"], step=state["step"],
+            )  # fmt: skip
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (default 1e-2), as `torch.optim.AdamW`."""
+
+    _decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, **kwargs) -> None:  # fmt: skip
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, **kwargs)
