@@ -42,8 +42,17 @@ def test_outputs_do_not_alias_inputs(info, dtype):
                     assert not np.shares_memory(o, a), f"{call.op.name} output aliases an input"
 
 
+def _sbp_dtype(info):
+    """Layouts are dtype-independent; check them where partial sums are exact enough (P
+    shards of float16 values do not add back to the value within float16 tolerance)."""
+    for preferred in ("float32", "float64"):
+        if preferred in info.dtypes:
+            return [preferred]
+    return _first_dtype(info)
+
+
 @pytest.mark.parametrize(
-    ("info", "dtype"), cases(dtypes_of=_first_dtype, where=lambda i: not i.random)
+    ("info", "dtype"), cases(dtypes_of=_sbp_dtype, where=lambda i: not i.random)
 )
 def test_sbp_signatures(info, dtype):
     rtol, atol = info.tolerance(dtype)

@@ -46,7 +46,9 @@ def _root_grad(t: Tensor, g, what: str) -> Tensor:
 
 
 def _num_outputs(node: Node) -> int:
-    return node.op.n_out if isinstance(node, OpNode) else getattr(node, "num_outputs", 1)
+    if isinstance(node, OpNode):
+        return 1 if node.op.n_out == 1 else len(node.out_meta)
+    return getattr(node, "num_outputs", 1)
 
 
 def _walk(roots: list[Node]) -> tuple[dict[Node, int], dict[Node, list[Node]]]:

@@ -56,7 +56,8 @@ def run_local(op: OpDef, args: tuple, attrs: dict):
         raise kernel_error(op, args, attrs, e) from e
     if op.mutates:
         for i in op.mutates:  # the kernel wrote these operands in place (optimizer updates)
-            args[i]._version[0] += 1
+            if args[i] is not None:
+                args[i]._version[0] += 1
     if op.n_out == 1:
         if type(out) is not _ndarray:
             out = np.asarray(out)
@@ -180,7 +181,7 @@ def record(op: OpDef, args: tuple, attrs: dict, outs: tuple) -> None:
             in_meta.append(None)
         edges.append(None)
     node = OpNode(op, attrs, tuple(edges), tuple(in_meta))
-    if op.n_out > 1:
+    if op.n_out != 1:
         node.out_meta = tuple((o._data.shape, o._data.dtype) for o in outs)
     if MODE.anomaly:
         node.trace = "".join(traceback.format_stack()[:-3])

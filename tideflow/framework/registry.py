@@ -13,6 +13,8 @@ An OpDef holds what the eager, lazy (graph) and global paths need to know about 
 - `kernels`: device type -> function(*arrays, **attrs) returning array(s).
 - `grad(ctx, *gys)`: the backward rule in tideflow ops, returning one gradient (or None) per
   operand; `ctx.<name>` reads a saved operand/output (`saves`) or an attribute.
+- `n_out`: the number of outputs; None when it depends on the attributes (split into k
+  pieces): the kernel and meta then return tuples.
 - `view`: the output aliases operand 0 (shares memory and its version counter).
 - `mutates`: operand positions the kernel writes in place (optimizer update ops, n_out=0);
   their version counters advance. Such ops are not differentiable.
@@ -68,7 +70,7 @@ class OpDef:
         saves: tuple[str, ...] = (),
         promote: str | None = None,
         promote_args: tuple[int, ...] | None = None,
-        n_out: int = 1,
+        n_out: int | None = 1,
         view: bool = False,
         differentiable: bool | None = None,
         local_attrs: Callable[..., dict] | None = None,

@@ -94,7 +94,7 @@ BROADCAST_PAIRS = (
 def make_array(rng: np.random.Generator, shape, dtype: str, low=-3.0, high=3.0) -> np.ndarray:
     """Random values in [low, high) of a NumPy-representable dtype (bfloat16 via ml_dtypes)."""
     if dtype == "bool":
-        return rng.random(shape) < 0.5
+        return np.asarray(rng.random(shape) < 0.5)  # asarray: a 0-d draw is a NumPy scalar
     if dtype.startswith(("int", "uint")):
         lo = max(int(np.floor(low)), 0 if dtype.startswith("uint") else -(2**31))
         return rng.integers(lo, max(int(np.ceil(high)), lo + 1), size=shape).astype(dtype)

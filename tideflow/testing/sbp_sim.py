@@ -91,7 +91,7 @@ def _shard(x, sbp, n: int, rng: np.random.Generator) -> list:
         return [x] + [np.zeros_like(x)] * (n - 1)
     parts = [rng.uniform(-1, 1, x.shape).astype(x.dtype) for _ in range(n - 1)]
     last = x.astype(np.float64) - sum(p.astype(np.float64) for p in parts)
-    return [*parts, last.astype(x.dtype)]
+    return [*parts, np.asarray(last.astype(x.dtype))]  # asarray: 0-d stays an array
 
 
 def _combine(outs: list, sbp, op: str) -> np.ndarray:
