@@ -17,9 +17,9 @@ import numpy as np
 from . import dtype as dtypes
 from .errors import AutogradError, DTypeError, ShapeError, TideflowError
 from .grad_mode import STATE
-from .node import FLOAT_NP, OpNode, is_float
+from .node import FLOAT_NP, OpNode, is_float, next_seq
 from .registry import Meta, OpDef
-from .tensor import Tensor, _init, _new, accumulator
+from .tensor import Tensor, _init, _new, accumulator, make_tensor
 
 _ndarray = np.ndarray
 
@@ -197,29 +197,58 @@ def record(op: OpDef, args: tuple, attrs: dict, outs: tuple) -> None:
 def inplace(fn, name: str):
     """The in-place method `name` (e.g. `add_`) of the out-of-place op function `fn`: compute
     out of place, then write into the tensor. It takes over the result's autograd identity and
-    its version advances, so backward through a node that saved the old value raises."""
+    its version advances. Nodes of this call that saved the old value get a copy of it (as
+    PyTorch saves `original_self`); older nodes that saved it raise at backward."""
 
     def method(self, *args, **kwargs):
-        if STATE.enabled and (
+        tracking = STATE.enabled and (
             self.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args)
-        ):
-            if self.requires_grad and self.grad_fn is None:
-                raise AutogradError(
-                    f"{name}: a leaf tensor that requires grad is used in an in-place "
-                    "operation; wrap it in `with flow.no_grad():` or use the out-of-place op"
-                )
-            if self._base is not None:
-                raise AutogradError(
-                    f"{name}: in-place modification of a view (of a slice, reshape, ...) that "
-                    "takes part in autograd is not supported; build the result out of place "
-                    "(cat, stack, where, index_put)"
-                )
-        assign(self, fn(self, *args, **kwargs), name)
+        )
+        if not tracking:
+            assign(self, fn(self, *args, **kwargs), name)
+            return self
+        if self.requires_grad and self.grad_fn is None:
+            raise AutogradError(
+                f"{name}: a leaf tensor that requires grad is used in an in-place "
+                "operation; wrap it in `with flow.no_grad():` or use the out-of-place op"
+            )
+        if self._base is not None:
+            raise AutogradError(
+                f"{name}: in-place modification of a view (of a slice, reshape, ...) that "
+                "takes part in autograd is not supported; build the result out of place "
+                "(cat, stack, where, index_put)"
+            )
+        first_node = next_seq()
+        result = fn(self, *args, **kwargs)
+        _keep_saved_value(self, result, first_node)
+        assign(self, result, name)
         return self
 
     method.__name__ = name
     method.__doc__ = f"In-place version of `{fn.__name__}`."
     return method
+
+
+def _keep_saved_value(self: Tensor, result: Tensor, first_node: int) -> None:
+    """Nodes created since `first_node` that saved `self` get a snapshot of its current value
+    (with its autograd identity), since `self` is about to be overwritten."""
+    snapshot = None
+    stack = [result.grad_fn]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen or node.seq < first_node:
+            continue
+        seen.add(node)
+        saved = getattr(node, "saved", None)
+        for key, entry in (saved or {}).items():
+            if entry[0] == 0 and entry[1] is self:
+                if snapshot is None:
+                    snapshot = make_tensor(self._data.copy(), self.requires_grad)
+                    snapshot.grad_fn = self.grad_fn
+                    snapshot._out_nr = self._out_nr
+                saved[key] = (0, snapshot, 0)
+        stack.extend(e[0] for e in node.edges if e is not None)
 
 
 def assign(self: Tensor, result: Tensor, opname: str) -> None:

@@ -15,6 +15,11 @@ from .tensor import Tensor, make_tensor
 _seq = itertools.count()
 
 
+def next_seq() -> int:
+    """A sequence number: every node created later has a larger one."""
+    return next(_seq)
+
+
 FLOAT_NP = frozenset(np.dtype(d) for d in ("float16", "float32", "float64", ml_dtypes.bfloat16))
 
 

@@ -1,5 +1,323 @@
-"""activation ops."""
+"""Activation functions with their `torch.nn.functional` signatures.
+
+The activations PyTorch also has at the top level (relu, sigmoid, tanh, selu, celu, threshold,
+hardshrink, prelu) are ops of `unary.py`; this module defines the others and gives every one of
+them its `nn.functional` form (`inplace=` where PyTorch has it, and the `F.relu_`-style
+in-place functions). Ops here follow `unary.py`'s conventions: float16/bfloat16 compute in
+float32, PyTorch's gradients at the kinks, numerically stable forms for large |x|.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+import math
+
+import numpy as np
+import scipy.special as sc
+
+from ..framework.dispatch import inplace as inplace_method
+from ..framework.errors import TideflowError
+from ._rules import defop, dispatch, elementwise_sbp
+from .binary import where
+from .unary import (
+    abs,
+    dtype_checked,
+    elu_call,
+    erfc,
+    exp,
+    fp_kernel,
+    hardshrink,
+    prelu,
+    sigmoid,
+    tanh,
+    unary_meta,
+    zero_where,
+)
+from .unary import celu as _celu
+from .unary import relu as _relu
+from .unary import selu as _selu
+from .unary import threshold as _threshold
+
+__all__ = [
+    "relu",
+    "relu_",
+    "relu6",
+    "leaky_relu",
+    "leaky_relu_",
+    "elu",
+    "elu_",
+    "selu",
+    "selu_",
+    "celu",
+    "celu_",
+    "gelu",
+    "silu",
+    "mish",
+    "softplus",
+    "softsign",
+    "hardtanh",
+    "hardtanh_",
+    "hardsigmoid",
+    "hardswish",
+    "logsigmoid",
+    "sigmoid",
+    "tanh",
+    "tanhshrink",
+    "softshrink",
+    "hardshrink",
+    "threshold",
+    "threshold_",
+    "prelu",
+]
+
+_NO_ATTRS: dict = {}
+_SQRT1_2 = math.sqrt(0.5)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_TANH_C = 0.044715
+
+
+def _activation(name, kernel, grad, *, saves=("input",), accepts="float", exact=False):
+    """An op of one tensor. Kernels compute float16/bfloat16 in float32 (unary.fp_kernel),
+    except `exact` ones, which only compare and select in the tensor's own dtype."""
+    wrapped = kernel if exact else fp_kernel(kernel)
+    return defop(
+        name,
+        inputs=("input",),
+        meta=unary_meta(name, accepts),
+        sbp=elementwise_sbp(),
+        kernels={"cpu": dtype_checked(name, accepts, wrapped)},
+        grad=grad,
+        saves=saves,
+    )
+
+
+# -- relu family ------------------------------------------------------------------------------
+def _hardtanh_kernel(x, *, min_val, max_val):
+    # NOTE: bounds in the tensor's dtype: an integer tensor stays integer (-1.0 -> -1).
+    return np.minimum(np.maximum(x, np.asarray(min_val, x.dtype)), np.asarray(max_val, x.dtype))
+
+
+def _hardtanh_grad(ctx, gy):
+    # The output is at a bound exactly where the input is at or past it: reading the mask off
+    # the output keeps the in-place form (`inplace=True`) free of a copy of the input.
+    out = ctx.out
+    return (zero_where((out <= ctx.min_val) | (out >= ctx.max_val), gy),)
+
+
+_hardtanh = _activation(
+    "hardtanh", _hardtanh_kernel, _hardtanh_grad, saves=("out",), accepts="number", exact=True
+)
+_leaky_relu = _activation(
+    "leaky_relu",
+    lambda x, *, negative_slope: np.where(x > 0, x, x * negative_slope),
+    lambda ctx, gy: (where(ctx.input > 0, gy, gy * ctx.negative_slope),),
+)
+
+
+def relu(input, inplace=False):
+    """`max(input, 0)`; the gradient at 0 is 0. Integer tensors stay integer."""
+    return relu_(input) if inplace else _relu(input)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """`input` clamped to [min_val, max_val]; the gradient is zero at and past the bounds."""
+    if min_val > max_val:
+        raise TideflowError(
+            f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})"
+        )
+    if inplace:
+        return hardtanh_(input, min_val, max_val)
+    return dispatch(_hardtanh, (input,), {"min_val": min_val, "max_val": max_val})
+
+
+def relu6(input, inplace=False):
+    """`min(max(input, 0), 6)` (= `hardtanh(input, 0, 6)`)."""
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """`input` where positive, else `negative_slope * input`."""
+    if inplace:
+        return leaky_relu_(input, negative_slope)
+    return dispatch(_leaky_relu, (input,), {"negative_slope": float(negative_slope)})
+
+
+def threshold(input, threshold, value, inplace=False):
+    """`input` where it is greater than `threshold`, else `value`."""
+    return threshold_(input, threshold, value) if inplace else _threshold(input, threshold, value)
+
+
+# -- exponential linear units ------------------------------------------------------------------
+def elu(input, alpha=1.0, inplace=False):
+    """`input` where positive, else `alpha * (exp(input) - 1)`."""
+    return elu_(input, alpha) if inplace else elu_call(input, alpha, 1.0, 1.0)
+
+
+def selu(input, inplace=False):
+    """Scaled ELU with the self-normalizing constants (alpha ~ 1.6733, scale ~ 1.0507)."""
+    return selu_(input) if inplace else _selu(input)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    """`max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`; alpha must not be 0."""
+    return celu_(input, alpha) if inplace else _celu(input, alpha)
+
+
+# -- smooth activations ------------------------------------------------------------------------
+def _gelu_kernel(x, *, approximate):
+    if approximate == "tanh":
+        inner = _SQRT_2_OVER_PI * (x + _GELU_TANH_C * x * x * x)
+        return 0.5 * x * (1.0 + np.tanh(inner))
+    # NOTE: x * Phi(x) with Phi from erfc: 1 + erf(x) would cancel to 0 for very negative x.
+    return 0.5 * x * sc.erfc(-x * _SQRT1_2)
+
+
+def _gelu_grad(ctx, gy):
+    x = ctx.input
+    if ctx.approximate == "tanh":
+        x_sq = x * x
+        t = tanh((x + x_sq * x * _GELU_TANH_C) * _SQRT_2_OVER_PI)
+        d_inner = (x_sq * (3 * _GELU_TANH_C) + 1) * _SQRT_2_OVER_PI
+        return (gy * ((t + 1) * 0.5 + x * 0.5 * (1 - t * t) * d_inner),)
+    cdf = erfc(x * -_SQRT1_2) * 0.5
+    pdf = exp(x * x * -0.5) * _INV_SQRT_2PI
+    return (gy * (cdf + x * pdf),)
+
+
+_gelu = _activation("gelu", _gelu_kernel, _gelu_grad)
+
+
+def _silu_grad(ctx, gy):
+    x = ctx.input
+    s = sigmoid(x)
+    return (gy * s * (x * (1 - s) + 1),)
+
+
+_silu = _activation("silu", lambda x: x * sc.expit(x), _silu_grad)
+
+
+def _mish_grad(ctx, gy):
+    x = ctx.input
+    t = tanh(softplus(x))
+    return (gy * (t + x * sigmoid(x) * (1 - t * t)),)
+
+
+# NOTE: logaddexp(0, x) is softplus without overflow for large x.
+_mish = _activation("mish", lambda x: x * np.tanh(np.logaddexp(0, x)), _mish_grad)
+
+
+def _softplus_kernel(x, *, beta, threshold):
+    scaled = x * beta
+    return np.where(scaled > threshold, x, np.logaddexp(0, scaled) / beta)
+
+
+def _softplus_grad(ctx, gy):
+    scaled = ctx.input * ctx.beta
+    return (where(scaled > ctx.threshold, gy, gy * sigmoid(scaled)),)
+
+
+_softplus = _activation("softplus", _softplus_kernel, _softplus_grad)
+_logsigmoid = _activation("logsigmoid", sc.log_expit, lambda ctx, gy: (gy * sigmoid(-ctx.input),))
+
+
+def gelu(input, approximate="none"):
+    """`input * Phi(input)` (Phi: the standard normal CDF); `approximate='tanh'` uses
+    `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))`."""
+    if approximate not in ("none", "tanh"):
+        raise TideflowError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return dispatch(_gelu, (input,), {"approximate": approximate})
+
+
+def silu(input, inplace=False):
+    """`input * sigmoid(input)` (swish)."""
+    return _silu_inplace(input) if inplace else dispatch(_silu, (input,), _NO_ATTRS)
+
+
+def mish(input, inplace=False):
+    """`input * tanh(softplus(input))`."""
+    return _mish_inplace(input) if inplace else dispatch(_mish, (input,), _NO_ATTRS)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """`log(1 + exp(beta * input)) / beta`, and `input` itself where `beta * input >
+    threshold` (where the two agree to float precision)."""
+    return dispatch(_softplus, (input,), {"beta": float(beta), "threshold": float(threshold)})
+
+
+def logsigmoid(input):
+    """`log(sigmoid(input))`, without overflow or log(0) for large |input|."""
+    return dispatch(_logsigmoid, (input,), _NO_ATTRS)
+
+
+def softsign(input):
+    """`input / (1 + |input|)`."""
+    return input / (abs(input) + 1)
+
+
+def tanhshrink(input):
+    """`input - tanh(input)`."""
+    return input - tanh(input)
+
+
+# -- hard (piecewise linear) activations -----------------------------------------------------------
+def _hardsigmoid_kernel(x):
+    return np.minimum(np.maximum(x + 3.0, 0.0), 6.0) / 6.0
+
+
+def _hardsigmoid_grad(ctx, gy):
+    x = ctx.input
+    return (where((x > -3) & (x < 3), gy / 6, 0.0),)
+
+
+def _hardswish_grad(ctx, gy):
+    # PyTorch's pieces: 0 up to -3, x/3 + 1/2 strictly between, 1 from 3 on.
+    x = ctx.input
+    return (where(x <= -3, 0.0, where(x < 3, gy * (x / 3 + 0.5), gy)),)
+
+
+_hardsigmoid = _activation("hardsigmoid", _hardsigmoid_kernel, _hardsigmoid_grad)
+_hardswish = _activation("hardswish", lambda x: x * _hardsigmoid_kernel(x), _hardswish_grad)
+
+
+def _softshrink_kernel(x, *, lambd):
+    # NOTE: x * 0 rather than 0 in the dead zone keeps nan, as PyTorch does.
+    return np.where(x > lambd, x - lambd, np.where(x < -lambd, x + lambd, x * 0))
+
+
+def _softshrink_grad(ctx, gy):
+    x, lambd = ctx.input, ctx.lambd
+    return (zero_where((x >= -lambd) & (x <= lambd), gy),)
+
+
+_softshrink = _activation("softshrink", _softshrink_kernel, _softshrink_grad)
+
+
+def hardsigmoid(input, inplace=False):
+    """`relu6(input + 3) / 6`: 0 below -3, 1 above 3, linear between."""
+    return _hardsigmoid_inplace(input) if inplace else dispatch(_hardsigmoid, (input,), _NO_ATTRS)
+
+
+def hardswish(input, inplace=False):
+    """`input * hardsigmoid(input)`."""
+    return _hardswish_inplace(input) if inplace else dispatch(_hardswish, (input,), _NO_ATTRS)
+
+
+def softshrink(input, lambd=0.5):
+    """`input - lambd` above `lambd`, `input + lambd` below `-lambd`, else 0; lambd >= 0."""
+    if not lambd >= 0:
+        raise TideflowError(f"softshrink: lambd must be non-negative, got {lambd}")
+    return dispatch(_softshrink, (input,), {"lambd": float(lambd)})
+
+
+# -- in-place forms (`inplace=True`, F.relu_ ...) ------------------------------------------------
+relu_ = inplace_method(_relu, "relu_")
+hardtanh_ = inplace_method(hardtanh, "hardtanh_")
+leaky_relu_ = inplace_method(leaky_relu, "leaky_relu_")
+threshold_ = inplace_method(_threshold, "threshold_")
+elu_ = inplace_method(elu, "elu_")
+selu_ = inplace_method(selu, "selu_")
+celu_ = inplace_method(celu, "celu_")
+_silu_inplace = inplace_method(silu, "silu_")
+_mish_inplace = inplace_method(mish, "mish_")
+_hardsigmoid_inplace = inplace_method(hardsigmoid, "hardsigmoid_")
+_hardswish_inplace = inplace_method(hardswish, "hardswish_")
