@@ -107,25 +107,16 @@ def _uniform(op: OpDef, arrays: list) -> bool:
 def promote(op: OpDef, args: tuple, arrays: list) -> None:
     """Cast `arrays` (in place in the list) to the op's computation dtype (PyTorch rules)."""
     positions = op.promote_args if op.promote_args is not None else range(len(args))
-    target = None
-    uniform = True
+    # NOTE: the result type depends only on each operand's dtype and 0-d-ness (tensors) or
+    # Python type (scalars), and on the default dtype: cache it by that key.
+    key = [op.promote, dtypes.get_default_dtype()]
     for i in positions:
-        a = args[i]
-        if isinstance(a, Tensor):
-            d = a._data.dtype
-            if target is None:
-                target = d
-            elif d != target:
-                uniform = False
-        elif a is not None:
-            uniform = False
-    if uniform and target is not None:  # the common case: same-dtype tensors only
-        if op.promote == "float" and not is_float(target):
-            target = dtypes.get_default_dtype().np
-        else:
-            return
-    else:
-        target = computation_dtype(op, [args[i] for i in positions]).np
+        a = arrays[i]
+        key.append((a.dtype, a.ndim == 0) if isinstance(a, _ndarray) else type(a))
+    key = tuple(key)
+    target = _RESULT_TYPES.get(key)
+    if target is None:
+        target = _RESULT_TYPES[key] = computation_dtype(op, [args[i] for i in positions]).np
     for i in positions:
         a = arrays[i]
         if isinstance(a, _ndarray):
@@ -133,6 +124,9 @@ def promote(op: OpDef, args: tuple, arrays: list) -> None:
                 arrays[i] = a.astype(target)
         elif isinstance(a, np.generic):
             arrays[i] = a.item()
+
+
+_RESULT_TYPES: dict[tuple, np.dtype] = {}
 
 
 def computation_dtype(op: OpDef, operands) -> dtypes.DType:
