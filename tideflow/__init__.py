@@ -23,7 +23,13 @@ from .framework.dtype import (
     uint8,
 )
 from .framework.dtype import bool_ as bool
-from .framework.errors import AutogradError, DTypeError, ShapeError, TideflowError
+from .framework.errors import (
+    AutogradError,
+    DTypeError,
+    ShapeError,
+    TensorIndexError,
+    TideflowError,
+)
 from .framework.grad_mode import (
     enable_grad,
     inference_mode,

@@ -13,6 +13,11 @@ class DTypeError(TideflowError, TypeError):
     """A dtype the op does not accept."""
 
 
+class TensorIndexError(TideflowError, IndexError):
+    """An index or dimension out of range, or a key that cannot index the tensor. It is an
+    `IndexError` too: Python's sequence protocol and PyTorch code expect one."""
+
+
 class DeviceError(TideflowError):
     """Operands on different devices, or a device that is not available."""
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from ..framework import dtype as dtypes
 from ..framework.dispatch import dispatch
-from ..framework.errors import ShapeError
+from ..framework.errors import ShapeError, TensorIndexError
 from ..framework.registry import Meta, OpDef, register
 from ..framework.sbp import B, P, S, Signature
 from ..framework.tensor import Tensor
@@ -66,7 +66,7 @@ def broadcast_shapes(op: str, *shapes: tuple) -> tuple:
 def normalize_dim(op: str, dim: int, ndim: int) -> int:
     n = max(ndim, 1)  # PyTorch lets 0-d tensors use dim 0 / -1
     if not -n <= dim < n:
-        raise IndexError(
+        raise TensorIndexError(
             f"{op}: dimension {dim} is out of range for a {ndim}-d tensor "
             f"(expected to be in [{-n}, {n - 1}])"
         )
