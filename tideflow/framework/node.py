@@ -127,6 +127,10 @@ class OpNode(Node):
             if kind == "in":
                 a = args[idx]
                 saved[name] = (0, a, a._version[0]) if isinstance(a, Tensor) else (2, a)
+            elif kind == "rest":
+                rest = args[idx:]
+                versions = tuple(a._version[0] if isinstance(a, Tensor) else 0 for a in rest)
+                saved[name] = (3, rest, versions)
             else:
                 o = outs[idx]
                 saved[name] = (1, o._data, o._version, o._version[0], idx)
@@ -146,6 +150,11 @@ class OpNode(Node):
                 raise AttributeError(f"{self.name()} has no saved value or attr {name!r}") from None
         kind = entry[0]
         if kind == 2:
+            return entry[1]
+        if kind == 3:
+            for t, version in zip(entry[1], entry[2], strict=True):
+                if isinstance(t, Tensor) and t._version[0] != version:
+                    raise self._modified(name, t._data, t._version[0], version)
             return entry[1]
         if kind == 0:
             t, version = entry[1], entry[2]

@@ -115,9 +115,12 @@ class OpDef:
 
 
 def _save_slot(op: str, inputs: tuple[str, ...], name: str) -> tuple[str, str, int]:
-    """'x' -> ('x', 'in', position); 'out' / 'out1' -> ('out', 'out', 0) / ('out1', 'out', 1)."""
+    """'x' -> ('x', 'in', position); 'xs' for a variadic '*xs' -> ('xs', 'rest', position);
+    'out' / 'out1' -> ('out', 'out', 0) / ('out1', 'out', 1)."""
     if name in inputs:
         return (name, "in", inputs.index(name))
+    if "*" + name in inputs:
+        return (name, "rest", inputs.index("*" + name))
     if name == "out":
         return (name, "out", 0)
     if name.startswith("out") and name[3:].isdigit():

@@ -1,3 +1,348 @@
-from ..opinfo import OpInfo
+import functools
 
-RECORDS: list[OpInfo] = []
+import numpy as np
+
+import tideflow as flow
+
+from ..opinfo import FLOATS, INTS, OpInfo, Sample, make_array
+
+# float32 first: the meta/SBP tests run on a record's first dtype.
+PRODUCT_DTYPES = ("float32", "float64", "float16", "bfloat16", *INTS)
+
+
+def _arrays(rng, dtype, shapes, low=-3.0, high=3.0) -> tuple:
+    return tuple(make_array(rng, s, dtype, low, high) for s in shapes)
+
+
+def _shaped(*cases, **kwargs):
+    """Samples f(*arrays, **kwargs) for tuples of operand shapes."""
+
+    def build(rng, dtype):
+        return [Sample(_arrays(rng, dtype, shapes), dict(kwargs)) for shapes in cases]
+
+    return build
+
+
+def _with_kwargs(cases):
+    """Samples from (operand shapes, kwargs) pairs."""
+
+    def build(rng, dtype):
+        return [Sample(_arrays(rng, dtype, shapes), dict(kw)) for shapes, kw in cases]
+
+    return build
+
+
+def _well_conditioned(rng, dtype, shape, sign=1.0):
+    """Matrices near 3 * identity: invertible, with every gradient finite and tame."""
+    n = shape[-1]
+    base = make_array(rng, shape, "float64", -1.0, 1.0) + 3.0 * np.eye(n)
+    return (sign * base).astype(dtype)
+
+
+MATMUL_CASES = (
+    ((3,), (3,)),
+    ((2, 3), (3,)),
+    ((3,), (3, 4)),
+    ((2, 3), (3, 4)),
+    ((2, 2, 3), (3, 4)),
+    ((2, 3), (2, 3, 2)),
+    ((3,), (2, 3, 4)),
+    ((2, 3, 4), (4,)),
+    ((2, 1, 2, 3), (3, 3, 2)),
+    ((1, 2, 3), (4, 3, 2)),
+    ((0, 3), (3, 2)),
+    ((2, 0), (0, 3)),
+)
+
+
+def _add_product_samples(input_shapes, mats, **kwargs):
+    def build(rng, dtype):
+        out = []
+        for shape in input_shapes:
+            args = _arrays(rng, dtype, (shape, *mats))
+            out.append(Sample(args, dict(kwargs)))
+        return out
+
+    return build
+
+
+EINSUM_CASES = (
+    ("ij,jk->ik", (2, 3), (3, 4)),
+    ("bij,bjk->bik", (2, 2, 3), (2, 3, 2)),
+    ("...ij,...jk", (2, 1, 2, 3), (3, 3, 2)),
+    ("ii->i", (3, 3)),
+    ("ii", (3, 3)),
+    ("iij->j", (2, 2, 3)),
+    ("ij->ji", (2, 3)),
+    ("ijk->kij", (2, 3, 2)),
+    ("ij->", (2, 3)),
+    ("...i->i", (2, 3)),
+    ("i,j->ij", (3,), (4,)),
+    ("i,i->", (4,), (4,)),
+    ("i,->i", (3,), ()),
+    ("ij,ij->ij", (1, 3), (2, 3)),
+    ("ii,i->i", (3, 3), (3,)),
+    ("i j , j k -> i k", (0, 3), (3, 2)),
+)
+# Cases summed in another order than PyTorch's (three operands; labels one side sums alone or
+# merely broadcasts): half precision rounds differently, and PyTorch's int32 results are an
+# artifact of its order (int64 or an error), so float and int64 only.
+EINSUM_REORDERED = (
+    ("ij,jk,kl->il", (2, 3), (3, 2), (2, 2)),
+    ("bn,anm,bm->ba", (2, 3), (2, 3, 4), (2, 4)),
+    ("i,j,k->ijk", (2,), (3,), (2,)),
+    ("ij,jk->ik", (2, 1), (3, 2)),
+    ("ij,jk->i", (2, 3), (3, 2)),
+)
+
+
+def _einsum_samples(cases):
+    def build(rng, dtype):
+        return [Sample((eq, *_arrays(rng, dtype, shapes)), name=eq) for eq, *shapes in cases]
+
+    return build
+
+
+def _einsum_sublist_samples(rng, dtype):
+    a, b, c = _arrays(rng, dtype, ((2, 3), (3, 4), (2, 3)))
+    return [
+        Sample((a, [0, 1], b, [1, 2], [0, 2])),
+        Sample((a, [Ellipsis, 30], [30])),
+        Sample((a, [0, 27], c, [0, 27])),
+    ]
+
+
+def _multi_dot(lib, *tensors):
+    return lib.linalg.multi_dot(list(tensors))
+
+
+def _matrix_power_samples(rng, dtype):
+    """n = 0 is the identity, cut from A's graph (PyTorch links it with a zero gradient)."""
+    out = [Sample((_well_conditioned(rng, dtype, (3, 3)), 0), grad=False)]
+    out += [
+        Sample((_well_conditioned(rng, dtype, shape), n))
+        for shape, n in (((3, 3), 1), ((3, 3), 3), ((2, 2, 2), 2), ((3, 3), -2))
+    ]
+    return out
+
+
+TENSORDOT_CASES = (
+    (((2, 3, 4), (3, 4, 2)), {}),
+    (((2, 3), (3, 4)), {"dims": 1}),
+    (((2,), (3,)), {"dims": 0}),
+    (((3, 2, 4), (2, 3, 2)), {"dims": ([1, 0], [0, 1])}),
+    (((2, 3, 4), (4, 2)), {"dims": [[2], [0]]}),
+)
+
+
+def _square_samples(shapes=((3, 3), (2, 2, 2), (0, 0)), negative=True):
+    def build(rng, dtype):
+        out = [Sample((_well_conditioned(rng, dtype, s),)) for s in shapes]
+        if negative:  # an odd-sized -A has a negative determinant
+            out.append(Sample((_well_conditioned(rng, dtype, (3, 3), sign=-1.0),)))
+        return out
+
+    return build
+
+
+def _logdet_samples(rng, dtype):
+    """A negative determinant gives NaN (no gradient to compare); a zero one gives -inf."""
+    return [
+        Sample((_well_conditioned(rng, dtype, (3, 3)),)),
+        Sample((_well_conditioned(rng, dtype, (2, 2, 2)),)),
+        Sample((_well_conditioned(rng, dtype, (3, 3), sign=-1.0),), grad=False),
+        Sample((np.zeros((2, 2), dtype),), grad=False),
+    ]
+
+
+def _solve_samples(rng, dtype):
+    cases = (
+        ((3, 3), (3,), {}),
+        ((3, 3), (3, 2), {}),
+        ((2, 3, 3), (2, 3), {}),
+        ((2, 3, 3), (3,), {}),
+        ((3, 3), (2, 3, 2), {}),
+        ((2, 1, 2, 2), (3, 2, 1), {}),
+        ((3, 3), (2, 3), {"left": False}),
+        ((2, 2, 2), (2, 2, 2), {"left": False}),
+    )
+    return [
+        Sample((_well_conditioned(rng, dtype, a), make_array(rng, b, dtype)), dict(kw))
+        for a, b, kw in cases
+    ]
+
+
+def _spd(lib, x):
+    """A symmetric positive-definite matrix built from any square x (also for gradcheck)."""
+    n = x.shape[-1]
+    return x @ x.mT + 3 * lib.eye(n, dtype=x.dtype)
+
+
+def _cholesky(lib, x, **kwargs):
+    return lib.linalg.cholesky(_spd(lib, x), **kwargs)
+
+
+def _eigh_gauge_free(lib, x, **kwargs):
+    """Eigenvalues, and eigenvectors times their column sums: invariant under the sign flip
+    each eigenvector is only defined up to. x is symmetrized first."""
+    values, vectors = lib.linalg.eigh(x + x.mT, **kwargs)
+    return values, vectors * vectors.sum(-2, keepdim=True)
+
+
+def _eigvalsh(lib, x):
+    return lib.linalg.eigvalsh(x + x.mT)
+
+
+def _qr_samples(shapes, mode):
+    def build(rng, dtype):
+        return [Sample((make_array(rng, s, dtype),), {"mode": mode}) for s in shapes]
+
+    return build
+
+
+def _qr_r_samples(rng, dtype):
+    return [
+        Sample((make_array(rng, s, dtype),), {"mode": "r"}, grad=False) for s in ((3, 2), (2, 3))
+    ]
+
+
+CROSS_CASES = (
+    (((3,), (3,)), {"dim": 0}),
+    (((2, 3), (2, 3)), {"dim": 1}),
+    (((3, 2), (3, 2)), {"dim": 0}),
+    (((1, 3), (4, 3)), {"dim": -1}),
+)
+
+RECORDS = [
+    OpInfo("matmul", _shaped(*MATMUL_CASES), dtypes=PRODUCT_DTYPES),
+    OpInfo(
+        "matmul",
+        _shaped(((2, 3), (3, 4)), ((3,), (3,))),
+        op=lambda x, y: x @ y,
+        torch=lambda t, x, y: x @ y,
+        variant="operator",
+    ),
+    OpInfo("linalg.matmul", _shaped(((2, 2, 3), (3,)))),
+    OpInfo(
+        "mm", _shaped(((2, 3), (3, 4)), ((0, 3), (3, 2)), ((3, 0), (0, 2))), dtypes=PRODUCT_DTYPES
+    ),
+    OpInfo("bmm", _shaped(((2, 2, 3), (2, 3, 4)), ((0, 2, 3), (0, 3, 1))), dtypes=PRODUCT_DTYPES),
+    OpInfo("mv", _shaped(((2, 3), (3,)), ((0, 3), (3,))), dtypes=PRODUCT_DTYPES),
+    OpInfo("dot", _shaped(((4,), (4,)), ((0,), (0,))), dtypes=PRODUCT_DTYPES),
+    OpInfo("vdot", _shaped(((4,), (4,))), dtypes=PRODUCT_DTYPES),
+    OpInfo("outer", _shaped(((3,), (4,)), ((0,), (2,))), dtypes=(*FLOATS, *INTS)),
+    OpInfo("ger", _shaped(((3,), (2,)))),
+    OpInfo(
+        "addmm",
+        _add_product_samples(((3,), (2, 3), (1, 1), ()), ((2, 4), (4, 3))),
+        dtypes=(*FLOATS, *INTS),
+    ),
+    OpInfo(
+        "addmm",
+        _add_product_samples(((2, 3),), ((2, 4), (4, 3)), beta=0.5, alpha=2.0),
+        variant="scaled",
+    ),
+    OpInfo(
+        "addmm",
+        _add_product_samples(((3,),), ((2, 4), (4, 3)), beta=0),
+        variant="beta0",
+    ),
+    OpInfo("addmv", _add_product_samples(((2,), ()), ((2, 3), (3,)), beta=2.0, alpha=-1.0)),
+    OpInfo(
+        "baddbmm",
+        _add_product_samples(((2, 2, 2), (2,), ()), ((2, 2, 3), (2, 3, 2)), beta=0.5, alpha=3.0),
+    ),
+    OpInfo(
+        "addbmm",
+        _add_product_samples(((2, 2), (2,)), ((3, 2, 3), (3, 3, 2)), alpha=0.5),
+    ),
+    OpInfo("einsum", _einsum_samples(EINSUM_CASES), dtypes=PRODUCT_DTYPES),
+    OpInfo(
+        "einsum",
+        _einsum_samples(EINSUM_REORDERED),
+        dtypes=(*FLOATS, "int64"),
+        variant="reordered",
+    ),
+    OpInfo("einsum", _einsum_sublist_samples, variant="sublist"),
+    OpInfo("tensordot", _with_kwargs(TENSORDOT_CASES), dtypes=(*FLOATS, *INTS)),
+    OpInfo(
+        "inner",
+        _shaped(((3,), (3,)), ((2, 3), (4, 3)), ((2, 1, 3), (3,)), ((), (2, 3))),
+        dtypes=(*FLOATS, *INTS),
+    ),
+    OpInfo(
+        "linalg.multi_dot",
+        _shaped(
+            ((2, 3), (3, 4)),
+            ((3,), (3, 4), (4, 2), (2,)),
+            ((4, 2), (2, 3), (3, 1), (1, 2)),
+            ((3,), (3,)),
+        ),
+        op=functools.partial(_multi_dot, flow),
+        torch=_multi_dot,
+    ),
+    OpInfo("linalg.matrix_power", _matrix_power_samples),
+    OpInfo("matrix_power", _matrix_power_samples),
+    OpInfo(
+        "kron",
+        _shaped(((2,), (3,)), ((2, 3), (2, 2)), ((2, 1, 2), (3, 2)), ((), (3,))),
+        dtypes=(*FLOATS, *INTS),
+    ),
+    OpInfo("trace", _shaped(((3, 3),), ((2, 4),), ((0, 0),)), dtypes=PRODUCT_DTYPES),
+    OpInfo("cross", _with_kwargs(CROSS_CASES), dtypes=(*FLOATS, *INTS)),
+    OpInfo(
+        "linalg.cross",
+        _with_kwargs(
+            ((((2, 3), (2, 3)), {}), (((1, 3), (4, 3)), {}), (((3, 2), (3, 2)), {"dim": 0}))
+        ),
+    ),
+    OpInfo(
+        "linalg.vecdot",
+        _with_kwargs(
+            ((((3, 4), (3, 4)), {}), (((3, 4), (4,)), {}), (((3, 4), (3, 4)), {"dim": 0}))
+        ),
+    ),
+    OpInfo("linalg.inv", _square_samples()),
+    OpInfo("inverse", _square_samples(shapes=((2, 2),), negative=False)),
+    OpInfo("linalg.det", _square_samples()),
+    OpInfo("det", _square_samples(shapes=((2, 2),))),
+    OpInfo("linalg.slogdet", _square_samples()),
+    OpInfo("slogdet", _square_samples(shapes=((2, 2),))),
+    OpInfo("logdet", _logdet_samples),
+    OpInfo("linalg.solve", _solve_samples),
+    OpInfo(
+        "linalg.cholesky",
+        _shaped(((3, 3),), ((2, 2, 2),)),
+        op=functools.partial(_cholesky, flow),
+        torch=_cholesky,
+    ),
+    OpInfo(
+        "linalg.cholesky",
+        _shaped(((3, 3),), upper=True),
+        op=functools.partial(_cholesky, flow),
+        torch=_cholesky,
+        variant="upper",
+    ),
+    OpInfo("linalg.qr", _qr_samples(((3, 2), (3, 3), (2, 3, 2), (2, 3), (2, 2, 4)), "reduced")),
+    OpInfo("linalg.qr", _qr_samples(((3, 3), (2, 2, 2), (2, 3)), "complete"), variant="complete"),
+    OpInfo("linalg.qr", _qr_r_samples, variant="r"),
+    OpInfo(
+        "linalg.eigh",
+        _shaped(((3, 3),), ((2, 2, 2),)),
+        op=functools.partial(_eigh_gauge_free, flow),
+        torch=_eigh_gauge_free,
+    ),
+    OpInfo(
+        "linalg.eigh",
+        _shaped(((3, 3),), UPLO="U"),
+        op=functools.partial(_eigh_gauge_free, flow),
+        torch=_eigh_gauge_free,
+        variant="upper",
+    ),
+    OpInfo(
+        "linalg.eigvalsh",
+        _shaped(((3, 3),), ((2, 2, 2),)),
+        op=functools.partial(_eigvalsh, flow),
+        torch=_eigvalsh,
+    ),
+]
