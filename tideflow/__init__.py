@@ -5,7 +5,8 @@ x = flow.randn(3, requires_grad=True)
 (x * x).sum().backward()
 """
 
-from . import autograd, linalg, nn, ops, optim
+from . import amp, autograd, linalg, nn, ops, optim
+from .amp import autocast
 from .framework.device import device
 from .framework.dtype import DType as dtype
 from .framework.dtype import (

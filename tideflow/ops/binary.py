@@ -1,29 +1,251 @@
-"""Binary elementwise ops: arithmetic, comparison, logical, bitwise, and their relatives.
+"""Binary (and ternary) elementwise ops: arithmetic, comparison, logical, bitwise, `where`,
+`lerp`, `addcmul`/`addcdiv` and closeness tests.
 
-Operands are tensors or Python scalars and broadcast like NumPy/PyTorch. Gradients are
-returned at the broadcast shape; the autograd engine reduces them to each operand's shape.
+Operands are tensors or Python scalars (on either side) and broadcast like NumPy/PyTorch;
+dtypes combine by PyTorch's promotion rules (the dispatcher casts the arrays before the kernel
+runs). Gradients are returned at the broadcast shape; the autograd engine reduces them to each
+operand's shape.
 """
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Callable
+from typing import NamedTuple
+
 import numpy as np
 
-from ..framework.dispatch import inplace
+from ..framework import dtype as dtypes
+from ..framework.dispatch import computation_dtype, inplace
+from ..framework.errors import DTypeError, TideflowError
 from ..framework.tensor import Tensor
-from ._rules import defop, dispatch, elementwise_meta, elementwise_sbp, methods
+from ._rules import (
+    B,
+    Meta,
+    P,
+    Signature,
+    broadcast_shapes,
+    defop,
+    dispatch,
+    elementwise_sbp,
+    methods,
+)
+from .creation import tensor, zeros_like
+from .indexing import _where_single
 
-__all__ = ["add", "sub", "mul", "div", "subtract", "multiply", "divide", "true_divide"]
+__all__ = [
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "subtract",
+    "multiply",
+    "divide",
+    "true_divide",
+    "floor_divide",
+    "remainder",
+    "fmod",
+    "pow",
+    "atan2",
+    "arctan2",
+    "hypot",
+    "copysign",
+    "xlogy",
+    "logaddexp",
+    "logaddexp2",
+    "maximum",
+    "minimum",
+    "fmax",
+    "fmin",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "greater",
+    "greater_equal",
+    "less",
+    "less_equal",
+    "not_equal",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+    "where",
+    "lerp",
+    "addcmul",
+    "addcdiv",
+    "isclose",
+    "allclose",
+    "equal",
+]
 
 
 _NO_ATTRS: dict = {}
+_ndarray = np.ndarray
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+_BF16 = dtypes.bfloat16.np
+_HALF = (np.dtype(np.float16), _BF16)
 
 
-def _binary(name, kernel, *, grad=None, saves=(), promote="common", partial=None, out_dtype=None):
+# -- dtype classes an op accepts (checked on the computation dtype) ---------------------------
+class _Kinds(NamedTuple):
+    test: Callable[[dtypes.DType], bool]
+    phrase: str
+
+
+_NUMBERS = _Kinds(lambda d: d is not dtypes.bool_, "integer or floating point")
+_FLOATING = _Kinds(lambda d: d.is_floating_point, "floating point")
+_INTEGERS = _Kinds(lambda d: d in dtypes.INTEGRAL, "integer")
+_BITS = _Kinds(lambda d: not d.is_floating_point, "integer or bool")
+
+
+def _dtype_of(arrays) -> np.dtype | None:
+    """The dtype of the first array operand: what a promoting op computes in."""
+    for a in arrays:
+        if type(a) is _ndarray:
+            return a.dtype
+    return None
+
+
+# -- kernel wrappers ------------------------------------------------------------------------
+def _accepting(kinds: _Kinds, kernel):
+    """Reject the dtypes NumPy would compute anyway (hypot of ints, shifts of bools): the
+    raise makes the dispatcher ask the meta rule, which words the error."""
+    accepted = frozenset(d.np for d in dtypes.ALL if kinds.test(d))
+
+    def run(*arrays, **attrs):
+        dt = _dtype_of(arrays)
+        if dt is not None and dt not in accepted:
+            raise TypeError(f"{dt} is not {kinds.phrase}")
+        return kernel(*arrays, **attrs)
+
+    return run
+
+
+def _keep_bfloat16(kernel):
+    """NOTE: ml_dtypes' bfloat16 takes no part in NumPy's weak-scalar promotion: a bfloat16
+    array with a Python float computes in (and returns) float32 (np.where: float64). Rounding
+    the result back gives what PyTorch computes (the op in float32, rounded once). The
+    dispatcher leaves Python scalars as they are (framework/dispatch.py: promote), so the
+    kernels that take them fix it."""
+
+    def run(x, y):
+        out = kernel(x, y)
+        if type(x) is _ndarray and type(y) is _ndarray:  # the common case: no Python scalar
+            return out
+        return _round_to_bfloat16(out, x if type(x) is _ndarray else y)
+
+    return run
+
+
+def _round_to_bfloat16(out, array):
+    widened = out.dtype is _F32 or out.dtype is _F64
+    return out.astype(_BF16) if widened and array.dtype is _BF16 else out
+
+
+def _opmath(kernel):
+    """Run a multi-step kernel in float32 for float16/bfloat16 operands and round once at the
+    end, like PyTorch's CPU kernels, instead of rounding every intermediate."""
+
+    def run(*arrays, **attrs):
+        half = _dtype_of(arrays)
+        if half not in _HALF:
+            return kernel(*arrays, **attrs)
+        up = (a.astype(_F32) if type(a) is _ndarray and a.dtype == half else a for a in arrays)
+        return kernel(*up, **attrs).astype(half)
+
+    return run
+
+
+def _is_integer_division(op: str, x, y) -> bool:
+    """Whether the promoted operands are integers. Bool is rejected (the meta rule words the
+    error), and so is an integer division by zero: PyTorch raises, NumPy would return 0."""
+    kind = _dtype_of((x, y)).kind
+    if kind == "b":
+        raise TypeError(f"{op} of bool")
+    if kind in "iu":
+        if np.any(y == 0):
+            raise TideflowError(f"{op}: integer division by zero")
+        return True
+    return False
+
+
+# -- meta and SBP rules ---------------------------------------------------------------------
+def _describe(operands) -> str:
+    return ", ".join(
+        f"Tensor{list(m.shape)}:{m.dtype.name}" if isinstance(m, Meta) else repr(m)
+        for m in operands
+    )
+
+
+def _elementwise_meta(name: str, kinds: _Kinds | None = None, out_dtype=None):
+    """Broadcast the tensor operands; the output has `out_dtype` or the computation dtype,
+    which must be of `kinds`."""
+
+    def meta(*operands, **_) -> Meta:
+        tensors = [m for m in operands if isinstance(m, Meta)]
+        if not tensors:
+            raise TypeError(f"{name}: expected at least one tensor operand, got {operands}")
+        shape = broadcast_shapes(name, *(m.shape for m in tensors))
+        dtype = tensors[0].dtype
+        if kinds is not None and not kinds.test(dtype):
+            raise DTypeError(
+                f"{name}: expected {kinds.phrase} operands, got {dtype.name} "
+                f"(operands {_describe(operands)})"
+            )
+        return Meta(shape, out_dtype or dtype)
+
+    return meta
+
+
+def _elementwise_sbp(*linear: tuple[int, ...]):
+    """Split any output axis (operands broadcast along it stay B) or all B; plus, for each
+    group of operand positions in `linear`, P on that group (the other tensors B) gives P:
+    valid where the op is linear in the group jointly (mul in either operand, add in both
+    together). A group holding a scalar is skipped: P + 2.5 is not linear."""
+    split = elementwise_sbp()
+
+    def sbp(*operands, **_) -> list[Signature]:
+        sigs = split(*operands)
+        for group in linear:
+            if all(isinstance(operands[i], Meta) for i in group):
+                ins = tuple(
+                    P if i in group else B if isinstance(m, Meta) else None
+                    for i, m in enumerate(operands)
+                )
+                sigs.append(Signature(ins, (P,)))
+        return sigs
+
+    return sbp
+
+
+def _binary(
+    name,
+    kernel,
+    *,
+    grad=None,
+    saves=(),
+    promote="common",
+    kinds=None,
+    out_dtype=None,
+    linear=(),
+):
+    """One broadcasting two-operand op. `kinds`: the computation dtypes its meta rule accepts
+    (the kernel must raise for the others: NumPy does for some, `_accepting` for the rest)."""
+    if out_dtype is None:
+        kernel = _keep_bfloat16(kernel)
     return defop(
         name,
         inputs=("input", "other"),
-        meta=elementwise_meta(name, out_dtype),
-        sbp=elementwise_sbp(partial),
+        meta=_elementwise_meta(name, kinds, out_dtype),
+        sbp=_elementwise_sbp(*linear),
         kernels={"cpu": kernel},
         grad=grad,
         saves=saves,
@@ -31,6 +253,12 @@ def _binary(name, kernel, *, grad=None, saves=(), promote="common", partial=None
     )
 
 
+def _zero_grads(ctx, gy):
+    """Piecewise-constant ops (rounded division): zero where the gradient is needed."""
+    return tuple(zeros_like(gy) if need else None for need in ctx.needs_input_grad)
+
+
+# -- arithmetic -----------------------------------------------------------------------------
 def _mul_grad(ctx, gy):
     need_x, need_y = ctx.needs_input_grad
     return (gy * ctx.other if need_x else None, gy * ctx.input if need_y else None)
@@ -43,43 +271,144 @@ def _div_grad(ctx, gy):
     return gx, gother
 
 
-_add = _binary("add", np.add, grad=lambda ctx, gy: (gy, gy), partial="linear")
-_sub = _binary("sub", np.subtract, grad=lambda ctx, gy: (gy, -gy), partial="linear")
-_mul = _binary("mul", np.multiply, grad=_mul_grad, saves=("input", "other"), partial="one")
+_add = _binary("add", np.add, grad=lambda ctx, gy: (gy, gy), linear=((0, 1),))
+# NOTE: bool operands of sub are rejected by its wrapper, before promotion hides them.
+_sub = _binary("sub", np.subtract, grad=lambda ctx, gy: (gy, -gy), linear=((0, 1),))
+_mul = _binary("mul", np.multiply, grad=_mul_grad, saves=("input", "other"), linear=((0,), (1,)))
 _div = _binary(
-    "div",
-    np.true_divide,
-    grad=_div_grad,
-    saves=("other", "out"),
-    promote="float",
-    partial=None,
+    "div", np.true_divide, grad=_div_grad, saves=("other", "out"), promote="float", linear=((0,),)
 )
 
 
+def _floor_divide_kernel(x, y):
+    _is_integer_division("floor_divide", x, y)
+    return np.floor_divide(x, y)
+
+
+def _trunc_divide_kernel(x, y):
+    if _is_integer_division("div", x, y):
+        # x - fmod(x, y) is an exact multiple of y, so floor division truncates exactly
+        return np.floor_divide(x - np.fmod(x, y), y)
+    return np.trunc(np.true_divide(x, y))
+
+
+def _remainder_kernel(x, y):
+    _is_integer_division("remainder", x, y)
+    return np.remainder(x, y)
+
+
+def _fmod_kernel(x, y):
+    _is_integer_division("fmod", x, y)
+    return np.fmod(x, y)
+
+
+def _remainder_grad(ctx, gy):
+    need_x, need_y = ctx.needs_input_grad
+    gother = -gy * div(ctx.input, ctx.other, rounding_mode="floor") if need_y else None
+    return (gy if need_x else None), gother
+
+
+def _fmod_grad(ctx, gy):
+    need_x, need_y = ctx.needs_input_grad
+    gother = -gy * div(ctx.input, ctx.other, rounding_mode="trunc") if need_y else None
+    return (gy if need_x else None), gother
+
+
+_floor_divide = _binary("floor_divide", _floor_divide_kernel, grad=_zero_grads, kinds=_NUMBERS)
+_trunc_divide = _binary(
+    "trunc_divide", _opmath(_trunc_divide_kernel), grad=_zero_grads, kinds=_NUMBERS
+)
+_remainder = _binary(
+    "remainder", _remainder_kernel, grad=_remainder_grad, saves=("input", "other"), kinds=_NUMBERS
+)
+_fmod = _binary("fmod", _fmod_kernel, grad=_fmod_grad, saves=("input", "other"), kinds=_NUMBERS)
+
+
 def add(input, other, *, alpha=1):
-    """`input + alpha * other`, broadcasting. `flow.add(x, y, alpha=2)`"""
+    """`input + alpha * other`, broadcasting; either operand may be a Python scalar.
+
+    >>> flow.add(flow.tensor([1.0, 2.0]), flow.tensor([10.0, 20.0]), alpha=2)  # [21., 42.]
+    """
     if alpha != 1:
-        other = mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+        other = _scaled("add", input, other, alpha)
     return dispatch(_add, (input, other), _NO_ATTRS)
 
 
 def sub(input, other, *, alpha=1):
-    """`input - alpha * other`, broadcasting."""
+    """`input - alpha * other`, broadcasting. Bool operands are rejected, as in PyTorch: use
+    `^` (logical_xor) or `~` (logical_not) on masks."""
+    if _is_bool(input) or _is_bool(other):
+        raise DTypeError(
+            f"sub: subtraction with a bool operand is not supported (operands "
+            f"{_describe(_metas((input, other)))}); use ^ (logical_xor) or ~ (logical_not)"
+        )
     if alpha != 1:
-        other = mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+        other = _scaled("sub", input, other, alpha)
     return dispatch(_sub, (input, other), _NO_ATTRS)
 
 
+def _is_bool(a) -> bool:
+    return isinstance(a, bool) or (isinstance(a, Tensor) and a.dtype is dtypes.bool_)
+
+
+def _metas(operands) -> tuple:
+    return tuple(Meta(tuple(a.shape), a.dtype) if isinstance(a, Tensor) else a for a in operands)
+
+
+def _scaled(op: str, input, other, alpha):
+    if isinstance(alpha, float) and not computation_dtype(_add, (input, other)).is_floating_point:
+        raise DTypeError(
+            f"{op}: for integral input tensors, argument alpha must not be a floating point "
+            f"number, got alpha={alpha}"
+        )
+    return mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+
+
 def mul(input, other):
-    """Elementwise product, broadcasting."""
+    """Elementwise product, broadcasting; either operand may be a Python scalar."""
     return dispatch(_mul, (input, other), _NO_ATTRS)
 
 
+_ROUNDED_DIV = {"trunc": _trunc_divide, "floor": _floor_divide}
+
+
 def div(input, other, *, rounding_mode=None):
-    """True division (`rounding_mode=None`), or 'trunc' / 'floor' rounding."""
+    """`input / other`. `rounding_mode=None` is true division (integers give the default
+    float dtype); 'trunc' rounds toward zero and 'floor' down, keeping integer dtypes (integer
+    division by zero raises). Rounded results have zero gradient.
+
+    >>> flow.div(flow.tensor([-7, 7]), 2, rounding_mode="floor")  # tensor([-4, 3])
+    """
     if rounding_mode is None:
         return dispatch(_div, (input, other), _NO_ATTRS)
-    raise NotImplementedError("div rounding_mode")
+    op = _ROUNDED_DIV.get(rounding_mode)
+    if op is None:
+        raise TideflowError(
+            "div: expected rounding_mode to be one of None, 'trunc' or 'floor', "
+            f"but got {rounding_mode!r}"
+        )
+    return dispatch(op, (input, other), _NO_ATTRS)
+
+
+def floor_divide(input, other):
+    """`input // other`: division rounded down, as `div(..., rounding_mode='floor')`."""
+    return dispatch(_floor_divide, (input, other), _NO_ATTRS)
+
+
+def remainder(input, other):
+    """Python's modulus: `input - floor(input / other) * other`, with the sign of `other`.
+
+    >>> flow.remainder(flow.tensor([-3, 3]), 2)  # tensor([1, 1])
+    """
+    return dispatch(_remainder, (input, other), _NO_ATTRS)
+
+
+def fmod(input, other):
+    """C's fmod: `input - trunc(input / other) * other`, with the sign of `input`.
+
+    >>> flow.fmod(flow.tensor([-3, 3]), 2)  # tensor([-1, 1])
+    """
+    return dispatch(_fmod, (input, other), _NO_ATTRS)
 
 
 subtract = sub
@@ -88,12 +417,668 @@ divide = div
 true_divide = div
 
 
-def _rsub(self, other):
-    return sub(other, self)
+# -- pow ------------------------------------------------------------------------------------
+def _int_pow(x, y):
+    """PyTorch's integer pow: x ** -n is 1 for x == 1, +-1 for x == -1 and 0 otherwise."""
+    if np.all(y >= 0):
+        return np.power(x, y)
+    if type(y) is not _ndarray:
+        raise ValueError("integers to negative integer powers are not allowed")
+    negative = y < 0
+    out = np.power(x, np.where(negative, 0, y))
+    inverse = np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 0, 1, -1), 0))
+    return np.where(negative, inverse, out).astype(out.dtype)
 
 
-def _rdiv(self, other):
-    return div(other, self)
+def _pow_kernel(x, y):
+    kind = _dtype_of((x, y)).kind
+    if kind == "b":
+        raise TypeError("pow of bool")
+    return _int_pow(x, y) if kind in "iu" else np.power(x, y)
+
+
+_pow_dtype_meta = _elementwise_meta("pow", _NUMBERS)
+
+
+def _pow_meta(input, exponent) -> Meta:
+    out = _pow_dtype_meta(input, exponent)
+    negative_scalar = isinstance(exponent, numbers.Integral) and exponent < 0
+    if out.dtype in dtypes.INTEGRAL and negative_scalar:
+        raise TideflowError(
+            f"pow: integers to negative integer powers are not allowed "
+            f"(operands {_describe((input, exponent))})"
+        )
+    return out
+
+
+def _pow_grad(ctx, gy):
+    need_base, need_exponent = ctx.needs_input_grad
+    base, exponent = ctx.input, ctx.exponent
+    gbase = gexponent = None
+    if need_base:
+        if isinstance(exponent, Tensor):
+            # where exponent == 0 the derivative is 0, not 0 * pow(0, -1) = nan
+            gbase = where(exponent == 0, 0.0, gy * exponent * pow(base, exponent - 1))
+        elif exponent == 0:
+            gbase = zeros_like(gy)
+        else:
+            gbase = gy * exponent * pow(base, exponent - 1)
+    if need_exponent:
+        # d/dy x**y = x**y * log(x). xlogy's 0 * log(0) = 0 gives PyTorch's 0 for 0**y, y > 0;
+        # PyTorch also takes 0 at 0**0, where x**y is 1.
+        gexponent = where(logical_and(base == 0, exponent == 0), 0.0, gy * xlogy(ctx.out, base))
+    return gbase, gexponent
+
+
+_pow = defop(
+    "pow",
+    inputs=("input", "exponent"),
+    meta=_pow_meta,
+    sbp=_elementwise_sbp(),
+    kernels={"cpu": _keep_bfloat16(_pow_kernel)},
+    grad=_pow_grad,
+    saves=("input", "exponent", "out"),
+    promote="common",
+)
+
+
+def pow(input, exponent):
+    """`input ** exponent`, elementwise: tensor ** tensor, tensor ** scalar or scalar ** tensor.
+    Integer operands stay integer (a negative integer power of an integer is 0 unless the base
+    is +-1; a negative Python int exponent raises).
+
+    >>> flow.pow(flow.tensor([1.0, 2.0, 3.0]), 2)  # tensor([1., 4., 9.])
+    """
+    return dispatch(_pow, (input, exponent), _NO_ATTRS)
+
+
+# -- floating point functions of two arguments ----------------------------------------------
+def _atan2_grad(ctx, gy):
+    need_x, need_y = ctx.needs_input_grad
+    x, y = ctx.input, ctx.other
+    denom = x * x + y * y
+    scale = where(denom == 0, 0.0, gy / denom)  # PyTorch takes 0 at the origin
+    return (scale * y if need_x else None), (scale * -x if need_y else None)
+
+
+def _hypot_grad(ctx, gy):
+    need_x, need_y = ctx.needs_input_grad
+    scale = gy / ctx.out
+    return (scale * ctx.input if need_x else None), (scale * ctx.other if need_y else None)
+
+
+def _copysign_grad(ctx, gy):
+    need_x, need_y = ctx.needs_input_grad
+    x = ctx.input
+    gx = gy * where(x == 0, 0.0, ctx.out / x) if need_x else None
+    return gx, (zeros_like(gy) if need_y else None)
+
+
+def _xlogy_kernel(x, y):
+    dt = _dtype_of((x, y))
+    x, y = np.asarray(x, dt), np.asarray(y, dt)  # np.log(2.5) would be a float64 scalar
+    # 0 * log(y) is 0 for any y but nan, where x * log(y) gives nan for y = 0 or inf
+    return np.where((x == 0) & ~np.isnan(y), 0, x * np.log(y))
+
+
+def _xlogy_grad(ctx, gy):
+    need_x, need_y = ctx.needs_input_grad
+    x, y = ctx.input, ctx.other
+    # log(y), taken as 0 where x == 0 and log(y) is -inf or nan (PyTorch's choice)
+    gx = where(logical_and(x == 0, y <= 0), 0.0, xlogy(gy, y)) if need_x else None
+    return gx, (gy * x / y if need_y else None)
+
+
+def _logaddexp_grad(ctx, gy):
+    need_x, need_y = ctx.needs_input_grad
+    x, y = ctx.input, ctx.other
+    gx = gy / (1 + (y - x).exp()) if need_x else None
+    return gx, (gy / (1 + (x - y).exp()) if need_y else None)
+
+
+def _logaddexp2_grad(ctx, gy):
+    need_x, need_y = ctx.needs_input_grad
+    x, y = ctx.input, ctx.other
+    gx = gy / (1 + pow(2.0, y - x)) if need_x else None
+    return gx, (gy / (1 + pow(2.0, x - y)) if need_y else None)
+
+
+_XY = ("input", "other")
+_atan2 = _binary("atan2", np.arctan2, grad=_atan2_grad, saves=_XY, promote="float")
+_hypot = _binary(
+    "hypot", _accepting(_FLOATING, np.hypot), grad=_hypot_grad, saves=(*_XY, "out"), kinds=_FLOATING
+)
+_copysign = _binary(
+    "copysign", np.copysign, grad=_copysign_grad, saves=("input", "out"), promote="float"
+)
+_xlogy = _binary("xlogy", _opmath(_xlogy_kernel), grad=_xlogy_grad, saves=_XY, promote="float")
+_logaddexp = _binary(
+    "logaddexp",
+    _accepting(_FLOATING, np.logaddexp),
+    grad=_logaddexp_grad,
+    saves=_XY,
+    kinds=_FLOATING,
+)
+_logaddexp2 = _binary(
+    "logaddexp2",
+    _accepting(_FLOATING, np.logaddexp2),
+    grad=_logaddexp2_grad,
+    saves=_XY,
+    kinds=_FLOATING,
+)
+
+
+def atan2(input, other):
+    """The angle of the point (other, input): arctan(input / other) in the right quadrant,
+    in [-pi, pi]. Integer operands give the default float dtype."""
+    return dispatch(_atan2, (input, other), _NO_ATTRS)
+
+
+def hypot(input, other):
+    """`sqrt(input**2 + other**2)` without intermediate overflow (floating point only)."""
+    return dispatch(_hypot, (input, other), _NO_ATTRS)
+
+
+def copysign(input, other):
+    """The magnitude of `input` with the sign bit of `other` (-0.0 counts as negative)."""
+    return dispatch(_copysign, (input, other), _NO_ATTRS)
+
+
+def xlogy(input, other):
+    """`input * log(other)`, taken as 0 where `input` is 0 (unless `other` is nan)."""
+    return dispatch(_xlogy, (input, other), _NO_ATTRS)
+
+
+def logaddexp(input, other):
+    """`log(exp(input) + exp(other))`, computed without overflow (floating point only)."""
+    return dispatch(_logaddexp, (input, other), _NO_ATTRS)
+
+
+def logaddexp2(input, other):
+    """`log2(2**input + 2**other)`, computed without overflow (floating point only)."""
+    return dispatch(_logaddexp2, (input, other), _NO_ATTRS)
+
+
+arctan2 = atan2
+
+
+# -- maximum / minimum ----------------------------------------------------------------------
+def _extremum_grad(loses):
+    """maximum/minimum: the gradient goes to the operand selected (both when nan), split
+    evenly at ties, as in PyTorch. `loses(a, b)`: where `a` is not selected."""
+
+    def grad(ctx, gy):
+        need_x, need_y = ctx.needs_input_grad
+        x, y = ctx.input, ctx.other
+        shared = where(x == y, gy / 2, gy)
+        gx = where(loses(x, y), 0.0, shared) if need_x else None
+        return gx, (where(loses(y, x), 0.0, shared) if need_y else None)
+
+    return grad
+
+
+def _nan_skipping_grad(wins):
+    """fmax/fmin: the whole gradient goes to the operand selected, `input` at ties (and
+    `input` where `other` is nan). `wins(x, y)`: where `x` is selected over a number `y`."""
+
+    def grad(ctx, gy):
+        need_x, need_y = ctx.needs_input_grad
+        x, y = ctx.input, ctx.other
+        x_selected = logical_or(wins(x, y), y != y)
+        gx = where(x_selected, gy, 0.0) if need_x else None
+        return gx, (where(x_selected, 0.0, gy) if need_y else None)
+
+    return grad
+
+
+_maximum = _binary("maximum", np.maximum, grad=_extremum_grad(lambda a, b: a < b), saves=_XY)
+_minimum = _binary("minimum", np.minimum, grad=_extremum_grad(lambda a, b: a > b), saves=_XY)
+_fmax = _binary("fmax", np.fmax, grad=_nan_skipping_grad(lambda a, b: a >= b), saves=_XY)
+_fmin = _binary("fmin", np.fmin, grad=_nan_skipping_grad(lambda a, b: a <= b), saves=_XY)
+
+
+def maximum(input, other):
+    """Elementwise maximum; nan if either is nan. At ties the gradient is split evenly."""
+    return dispatch(_maximum, (input, other), _NO_ATTRS)
+
+
+def minimum(input, other):
+    """Elementwise minimum; nan if either is nan. At ties the gradient is split evenly."""
+    return dispatch(_minimum, (input, other), _NO_ATTRS)
+
+
+def fmax(input, other):
+    """Elementwise maximum that ignores nan: nan only where both operands are nan."""
+    return dispatch(_fmax, (input, other), _NO_ATTRS)
+
+
+def fmin(input, other):
+    """Elementwise minimum that ignores nan: nan only where both operands are nan."""
+    return dispatch(_fmin, (input, other), _NO_ATTRS)
+
+
+# -- comparisons ----------------------------------------------------------------------------
+def _comparison(name, kernel):
+    return _binary(name, kernel, out_dtype=dtypes.bool_)
+
+
+_eq = _comparison("eq", np.equal)
+_ne = _comparison("ne", np.not_equal)
+_lt = _comparison("lt", np.less)
+_le = _comparison("le", np.less_equal)
+_gt = _comparison("gt", np.greater)
+_ge = _comparison("ge", np.greater_equal)
+
+
+def eq(input, other):
+    """`input == other` elementwise, as a bool tensor (operands promoted first)."""
+    return dispatch(_eq, (input, other), _NO_ATTRS)
+
+
+def ne(input, other):
+    """`input != other` elementwise, as a bool tensor."""
+    return dispatch(_ne, (input, other), _NO_ATTRS)
+
+
+def lt(input, other):
+    """`input < other` elementwise, as a bool tensor."""
+    return dispatch(_lt, (input, other), _NO_ATTRS)
+
+
+def le(input, other):
+    """`input <= other` elementwise, as a bool tensor."""
+    return dispatch(_le, (input, other), _NO_ATTRS)
+
+
+def gt(input, other):
+    """`input > other` elementwise, as a bool tensor."""
+    return dispatch(_gt, (input, other), _NO_ATTRS)
+
+
+def ge(input, other):
+    """`input >= other` elementwise, as a bool tensor."""
+    return dispatch(_ge, (input, other), _NO_ATTRS)
+
+
+greater = gt
+greater_equal = ge
+less = lt
+less_equal = le
+not_equal = ne
+
+
+# -- logical and bitwise --------------------------------------------------------------------
+def _truth(a):
+    """Nonzero as True (nan included), for operands of any dtype (bfloat16 too)."""
+    if type(a) is _ndarray:
+        return a if a.dtype == np.bool_ else a != 0
+    return bool(a)
+
+
+def _logical(name, ufunc):
+    # No promotion: each operand is read as truth values in its own dtype.
+    return _binary(
+        name, lambda x, y: ufunc(_truth(x), _truth(y)), promote=None, out_dtype=dtypes.bool_
+    )
+
+
+_logical_and = _logical("logical_and", np.logical_and)
+_logical_or = _logical("logical_or", np.logical_or)
+_logical_xor = _logical("logical_xor", np.logical_xor)
+_bitwise_and = _binary("bitwise_and", np.bitwise_and, kinds=_BITS)
+_bitwise_or = _binary("bitwise_or", np.bitwise_or, kinds=_BITS)
+_bitwise_xor = _binary("bitwise_xor", np.bitwise_xor, kinds=_BITS)
+# NumPy and PyTorch agree past the width: << gives 0, >> the sign fill; so do negative shifts.
+# NumPy shifts bools (as int8): PyTorch does not.
+_left_shift = _binary("bitwise_left_shift", _accepting(_INTEGERS, np.left_shift), kinds=_INTEGERS)
+_right_shift = _binary(
+    "bitwise_right_shift", _accepting(_INTEGERS, np.right_shift), kinds=_INTEGERS
+)
+
+
+def logical_and(input, other):
+    """Elementwise `input and other` of the operands' truth values (nonzero is True)."""
+    return dispatch(_logical_and, (input, other), _NO_ATTRS)
+
+
+def logical_or(input, other):
+    """Elementwise `input or other` of the operands' truth values (nonzero is True)."""
+    return dispatch(_logical_or, (input, other), _NO_ATTRS)
+
+
+def logical_xor(input, other):
+    """Elementwise exclusive or of the operands' truth values (nonzero is True)."""
+    return dispatch(_logical_xor, (input, other), _NO_ATTRS)
+
+
+def bitwise_and(input, other):
+    """Bitwise AND of integer tensors; logical AND of bool tensors (`&`)."""
+    return dispatch(_bitwise_and, (input, other), _NO_ATTRS)
+
+
+def bitwise_or(input, other):
+    """Bitwise OR of integer tensors; logical OR of bool tensors (`|`)."""
+    return dispatch(_bitwise_or, (input, other), _NO_ATTRS)
+
+
+def bitwise_xor(input, other):
+    """Bitwise XOR of integer tensors; logical XOR of bool tensors (`^`)."""
+    return dispatch(_bitwise_xor, (input, other), _NO_ATTRS)
+
+
+def bitwise_left_shift(input, other):
+    """`input << other` for integer tensors; shifts past the width give 0."""
+    return dispatch(_left_shift, (input, other), _NO_ATTRS)
+
+
+def bitwise_right_shift(input, other):
+    """`input >> other` (arithmetic for signed types); shifts past the width give the sign."""
+    return dispatch(_right_shift, (input, other), _NO_ATTRS)
+
+
+# -- where ----------------------------------------------------------------------------------
+def _where_meta(condition, input, other) -> Meta:
+    if not isinstance(condition, Meta) or condition.dtype is not dtypes.bool_:
+        got = condition.dtype.name if isinstance(condition, Meta) else repr(condition)
+        raise DTypeError(f"where: expected condition to be a bool tensor, got {got}")
+    values = [m for m in (input, other) if isinstance(m, Meta)]
+    shape = broadcast_shapes("where", condition.shape, *(m.shape for m in values))
+    return Meta(shape, values[0].dtype)
+
+
+def _where_kernel(condition, input, other):
+    if condition.dtype != np.bool_:
+        raise TypeError("condition is not bool")
+    out = np.where(condition, input, other)
+    if type(input) is _ndarray and type(other) is _ndarray:
+        return out
+    return _round_to_bfloat16(out, input if type(input) is _ndarray else other)
+
+
+def _where_grad(ctx, gy):
+    _, need_x, need_y = ctx.needs_input_grad
+    condition = ctx.condition
+    gx = where(condition, gy, 0.0) if need_x else None
+    return None, gx, (where(condition, 0.0, gy) if need_y else None)
+
+
+_where = defop(
+    "where",
+    inputs=("condition", "input", "other"),
+    meta=_where_meta,
+    sbp=_elementwise_sbp((1, 2)),
+    kernels={"cpu": _where_kernel},
+    grad=_where_grad,
+    saves=("condition",),
+    promote="common",
+    promote_args=(1, 2),
+)
+
+
+def where(condition, input=None, other=None):
+    """`input` where `condition` (a bool tensor) is True, else `other`, broadcasting all
+    three. `input` and `other` (tensors or scalars) are promoted together. With the condition
+    alone it is `nonzero(condition, as_tuple=True)`.
+
+    >>> flow.where(x > 0, x, 0.0)
+    """
+    if input is None and other is None:
+        return _where_single(condition)
+    if input is None or other is None:
+        raise TypeError("where: expected both input and other, or neither")
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        # Two scalars promote like two 0-d tensors (where(c, 1, 2.5) is float32).
+        input = tensor(input)
+    return dispatch(_where, (condition, input, other), _NO_ATTRS)
+
+
+# -- lerp, addcmul, addcdiv -----------------------------------------------------------------
+def _lerp_meta(input, end, weight) -> Meta:
+    def bad(what: str):
+        return DTypeError(
+            f"lerp: {what} (operands {_describe((input, end, weight))}); input, end and a "
+            "weight tensor with dimensions must share one floating point dtype"
+        )
+
+    if not isinstance(input, Meta) or not isinstance(end, Meta):
+        raise bad("input and end must be tensors")
+    if not input.dtype.is_floating_point:
+        raise bad(f"expected a floating point input, got {input.dtype.name}")
+    if end.dtype is not input.dtype:
+        raise bad(f"expected dtype {input.dtype.name} for end, got {end.dtype.name}")
+    if isinstance(weight, Meta):
+        if weight.shape and weight.dtype is not input.dtype:
+            raise bad(f"expected dtype {input.dtype.name} for weight, got {weight.dtype.name}")
+        if not weight.dtype.is_floating_point:
+            raise bad(f"expected a floating point weight, got {weight.dtype.name}")
+    shapes = [m.shape for m in (input, end, weight) if isinstance(m, Meta)]
+    return Meta(broadcast_shapes("lerp", *shapes), input.dtype)
+
+
+@_opmath
+def _lerp_compute(input, end, weight):
+    # PyTorch's two-sided formula: exact at weight 0 and at weight 1
+    diff = end - input
+    if type(weight) is not _ndarray:
+        return input + weight * diff if abs(weight) < 0.5 else end - diff * (1 - weight)
+    weight = weight.astype(input.dtype, copy=False)  # a 0-d weight may be another float
+    return np.where(np.abs(weight) < 0.5, input + weight * diff, end - diff * (1 - weight))
+
+
+def _lerp_kernel(input, end, weight):
+    # input and end share a float dtype (bfloat16's kind is 'V'), and so does a weight tensor
+    # unless it is 0-d: that may be any float
+    ok = input.dtype.kind in "fV" and end.dtype == input.dtype
+    if type(weight) is _ndarray:
+        ok = ok and weight.dtype.kind in "fV" and (weight.ndim == 0 or weight.dtype == input.dtype)
+    if not ok:
+        raise TypeError("lerp: dtypes")
+    return _lerp_compute(input, end, weight)
+
+
+def _lerp_grad(ctx, gy):
+    need_x, need_end, need_weight = ctx.needs_input_grad
+    weight = ctx.weight
+    gx = gy * (1 - weight) if need_x else None
+    gend = gy * weight if need_end else None
+    return gx, gend, (gy * (ctx.end - ctx.input) if need_weight else None)
+
+
+_lerp = defop(
+    "lerp",
+    inputs=("input", "end", "weight"),
+    meta=_lerp_meta,
+    sbp=_elementwise_sbp((0, 1)),
+    kernels={"cpu": _lerp_kernel},
+    grad=_lerp_grad,
+    saves=("input", "end", "weight"),
+)
+
+
+def lerp(input, end, weight):
+    """Linear interpolation `input + weight * (end - input)`; `weight` is a scalar or a tensor,
+    and all three broadcast. input and end must share a floating point dtype."""
+    return dispatch(_lerp, (input, end, weight), _NO_ATTRS)
+
+
+def _ternary_meta(name: str, kinds: _Kinds):
+    base = _elementwise_meta(name, kinds)
+
+    def meta(input, tensor1, tensor2, *, value) -> Meta:
+        return base(input, tensor1, tensor2)
+
+    return meta
+
+
+@_opmath
+def _addcmul_compute(input, tensor1, tensor2, *, value):
+    return input + value * tensor1 * tensor2
+
+
+def _addcmul_kernel(input, tensor1, tensor2, *, value):
+    if _dtype_of((input, tensor1, tensor2)).kind in "iu":
+        value = int(value)  # PyTorch casts value to the tensors' dtype (truncating)
+    return _addcmul_compute(input, tensor1, tensor2, value=value)
+
+
+@_opmath
+def _addcdiv_kernel(input, tensor1, tensor2, *, value):
+    return input + value * tensor1 / tensor2
+
+
+def _addcmul_grad(ctx, gy):
+    need_x, need_1, need_2 = ctx.needs_input_grad
+    scaled = gy * ctx.value
+    g1 = scaled * ctx.tensor2 if need_1 else None
+    return (gy if need_x else None), g1, (scaled * ctx.tensor1 if need_2 else None)
+
+
+def _addcdiv_grad(ctx, gy):
+    need_x, need_1, need_2 = ctx.needs_input_grad
+    t1, t2 = ctx.tensor1, ctx.tensor2
+    scaled = gy * ctx.value
+    g1 = scaled / t2 if need_1 else None
+    return (gy if need_x else None), g1, (-scaled * t1 / (t2 * t2) if need_2 else None)
+
+
+_T12 = ("tensor1", "tensor2")
+_addcmul = defop(
+    "addcmul",
+    inputs=("input", *_T12),
+    meta=_ternary_meta("addcmul", _NUMBERS),
+    sbp=_elementwise_sbp((0, 1), (0, 2)),
+    kernels={"cpu": _accepting(_NUMBERS, _addcmul_kernel)},
+    grad=_addcmul_grad,
+    saves=_T12,
+    promote="common",
+)
+_addcdiv = defop(
+    "addcdiv",
+    inputs=("input", *_T12),
+    meta=_ternary_meta("addcdiv", _NUMBERS),
+    sbp=_elementwise_sbp((0, 1)),
+    kernels={"cpu": _addcdiv_kernel},
+    grad=_addcdiv_grad,
+    saves=_T12,
+    promote="common",
+)
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):
+    """`input + value * tensor1 * tensor2`, broadcasting all three (one fused kernel)."""
+    return dispatch(_addcmul, (input, tensor1, tensor2), {"value": value})
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    """`input + value * tensor1 / tensor2`, broadcasting all three. The quotient is a true
+    division: tensor1 and tensor2 may not both be integer (PyTorch's rule)."""
+    if not (_is_floating(tensor1) or _is_floating(tensor2)):
+        raise DTypeError(
+            f"addcdiv: integer division with addcdiv is not supported (operands "
+            f"{_describe(_metas((input, tensor1, tensor2)))}); use input + value * "
+            "div(tensor1, tensor2, rounding_mode='trunc') for the historic behavior"
+        )
+    return dispatch(_addcdiv, (input, tensor1, tensor2), {"value": value})
+
+
+def _is_floating(a) -> bool:
+    return isinstance(a, float) or (isinstance(a, Tensor) and a.dtype.is_floating_point)
+
+
+# -- closeness ------------------------------------------------------------------------------
+def _isclose_meta(input, other, *, rtol, atol, equal_nan) -> Meta:
+    if not isinstance(input, Meta):
+        raise TypeError(f"isclose: expected input to be a tensor, got {input!r}")
+    if isinstance(other, Meta) and other.dtype is not input.dtype:
+        raise DTypeError(
+            f"isclose: expected both tensors to have the same dtype, got {input.dtype.name} "
+            f"and {other.dtype.name}"
+        )
+    shapes = [m.shape for m in (input, other) if isinstance(m, Meta)]
+    return Meta(broadcast_shapes("isclose", *shapes), dtypes.bool_)
+
+
+def _isclose_kernel(input, other, *, rtol, atol, equal_nan):
+    if type(other) is _ndarray and other.dtype != input.dtype:
+        raise TypeError("isclose dtypes")
+    close = input == other
+    if input.dtype == np.bool_:
+        return close
+    if input.dtype.kind in "iu":  # no nan; differences in float64 (exact up to 2**53)
+        input = input.astype(_F64)
+        other = other.astype(_F64) if type(other) is _ndarray else other
+    elif equal_nan:
+        close |= np.isnan(input) & np.isnan(other)
+    diff = np.abs(input - other)
+    # finite: inf == inf was settled above, and inf - inf must not count as close
+    close |= np.isfinite(diff) & (diff <= atol + rtol * np.abs(other))
+    return close
+
+
+_isclose = defop(
+    "isclose",
+    inputs=("input", "other"),
+    meta=_isclose_meta,
+    sbp=_elementwise_sbp(),
+    kernels={"cpu": _isclose_kernel},
+)
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Elementwise `|input - other| <= atol + rtol * |other|` (or equal), as a bool tensor;
+    nan is close to nan only with `equal_nan`. Both tensors must have one dtype."""
+    if rtol < 0 or atol < 0:
+        raise TideflowError(
+            f"isclose: rtol and atol must be greater than or equal to zero, got rtol={rtol}, "
+            f"atol={atol}"
+        )
+    attrs = {"rtol": rtol, "atol": atol, "equal_nan": equal_nan}
+    return dispatch(_isclose, (input, other), attrs)
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
+    """Whether every element of `input` is close to `other` (see `isclose`): a Python bool."""
+    return bool(isclose(input, other, rtol, atol, equal_nan).all())
+
+
+def equal(input, other) -> bool:
+    """Whether both tensors have the same shape and the same values: a Python bool (dtypes
+    may differ; nan is never equal)."""
+    if tuple(input.shape) != tuple(other.shape):
+        return False
+    return bool(eq(input, other).all())
+
+
+# -- Tensor methods -------------------------------------------------------------------------
+def _swapped(fn):
+    """`other <op> self` for the reflected dunders (`2 ** x`, `5 % x`)."""
+
+    def reflected(self, other):
+        return fn(other, self)
+
+    reflected.__name__ = f"r{fn.__name__}"
+    return reflected
+
+
+_COMPARABLE = (Tensor, int, float, complex, np.generic)  # bool is an int
+
+
+def _comparison_dunder(fn):
+    """Comparisons with other types fall back to Python, as in PyTorch: `x == None` is False,
+    `x != None` True and `x < None` a TypeError."""
+
+    def compare(self, other):
+        if not isinstance(other, _COMPARABLE):
+            return NotImplemented
+        return fn(self, other)
+
+    compare.__name__ = fn.__name__
+    return compare
+
+
+def _where_method(self, condition, other):
+    """`x.where(condition, y)` is `where(condition, x, y)`."""
+    return where(condition, self, other)
 
 
 methods(
@@ -105,20 +1090,115 @@ methods(
     multiply=mul,
     divide=div,
     true_divide=div,
+    floor_divide=floor_divide,
+    remainder=remainder,
+    fmod=fmod,
+    pow=pow,
+    atan2=atan2,
+    arctan2=atan2,
+    hypot=hypot,
+    copysign=copysign,
+    xlogy=xlogy,
+    logaddexp=logaddexp,
+    logaddexp2=logaddexp2,
+    maximum=maximum,
+    minimum=minimum,
+    fmax=fmax,
+    fmin=fmin,
+    eq=eq,
+    ne=ne,
+    lt=lt,
+    le=le,
+    gt=gt,
+    ge=ge,
+    greater=gt,
+    greater_equal=ge,
+    less=lt,
+    less_equal=le,
+    not_equal=ne,
+    logical_and=logical_and,
+    logical_or=logical_or,
+    logical_xor=logical_xor,
+    bitwise_and=bitwise_and,
+    bitwise_or=bitwise_or,
+    bitwise_xor=bitwise_xor,
+    bitwise_left_shift=bitwise_left_shift,
+    bitwise_right_shift=bitwise_right_shift,
+    where=_where_method,
+    lerp=lerp,
+    addcmul=addcmul,
+    addcdiv=addcdiv,
+    isclose=isclose,
+    allclose=allclose,
+    equal=equal,
     __add__=add,
     __radd__=add,
     __sub__=sub,
-    __rsub__=_rsub,
+    __rsub__=_swapped(sub),
     __mul__=mul,
     __rmul__=mul,
     __truediv__=div,
-    __rtruediv__=_rdiv,
+    __rtruediv__=_swapped(div),
+    __floordiv__=floor_divide,
+    __rfloordiv__=_swapped(floor_divide),
+    __mod__=remainder,
+    __rmod__=_swapped(remainder),
+    __pow__=pow,
+    __rpow__=_swapped(pow),
+    __eq__=_comparison_dunder(eq),
+    __ne__=_comparison_dunder(ne),
+    __lt__=_comparison_dunder(lt),
+    __le__=_comparison_dunder(le),
+    __gt__=_comparison_dunder(gt),
+    __ge__=_comparison_dunder(ge),
+    __and__=bitwise_and,
+    __rand__=bitwise_and,
+    __or__=bitwise_or,
+    __ror__=bitwise_or,
+    __xor__=bitwise_xor,
+    __rxor__=bitwise_xor,
+    __lshift__=bitwise_left_shift,
+    __rlshift__=_swapped(bitwise_left_shift),
+    __rshift__=bitwise_right_shift,
+    __rrshift__=_swapped(bitwise_right_shift),
     add_=inplace(add, "add_"),
     sub_=inplace(sub, "sub_"),
     mul_=inplace(mul, "mul_"),
     div_=inplace(div, "div_"),
+    subtract_=inplace(sub, "subtract_"),
+    multiply_=inplace(mul, "multiply_"),
+    divide_=inplace(div, "divide_"),
+    true_divide_=inplace(div, "true_divide_"),
+    floor_divide_=inplace(floor_divide, "floor_divide_"),
+    remainder_=inplace(remainder, "remainder_"),
+    fmod_=inplace(fmod, "fmod_"),
+    pow_=inplace(pow, "pow_"),
+    atan2_=inplace(atan2, "atan2_"),
+    arctan2_=inplace(atan2, "arctan2_"),
+    hypot_=inplace(hypot, "hypot_"),
+    copysign_=inplace(copysign, "copysign_"),
+    xlogy_=inplace(xlogy, "xlogy_"),
+    logical_and_=inplace(logical_and, "logical_and_"),
+    logical_or_=inplace(logical_or, "logical_or_"),
+    logical_xor_=inplace(logical_xor, "logical_xor_"),
+    bitwise_and_=inplace(bitwise_and, "bitwise_and_"),
+    bitwise_or_=inplace(bitwise_or, "bitwise_or_"),
+    bitwise_xor_=inplace(bitwise_xor, "bitwise_xor_"),
+    bitwise_left_shift_=inplace(bitwise_left_shift, "bitwise_left_shift_"),
+    bitwise_right_shift_=inplace(bitwise_right_shift, "bitwise_right_shift_"),
+    lerp_=inplace(lerp, "lerp_"),
+    addcmul_=inplace(addcmul, "addcmul_"),
+    addcdiv_=inplace(addcdiv, "addcdiv_"),
     __iadd__=inplace(add, "__iadd__"),
     __isub__=inplace(sub, "__isub__"),
     __imul__=inplace(mul, "__imul__"),
     __itruediv__=inplace(div, "__itruediv__"),
+    __ifloordiv__=inplace(floor_divide, "__ifloordiv__"),
+    __imod__=inplace(remainder, "__imod__"),
+    __ipow__=inplace(pow, "__ipow__"),
+    __iand__=inplace(bitwise_and, "__iand__"),
+    __ior__=inplace(bitwise_or, "__ior__"),
+    __ixor__=inplace(bitwise_xor, "__ixor__"),
+    __ilshift__=inplace(bitwise_left_shift, "__ilshift__"),
+    __irshift__=inplace(bitwise_right_shift, "__irshift__"),
 )
