@@ -6,7 +6,7 @@ import numpy as np
 import tideflow as flow
 
 
-def fit_polynomial(steps: int = 400, lr: float = 0.1) -> None:
+def fit_polynomial(steps: int = 2000, lr: float = 0.5) -> None:
     flow.manual_seed(0)
     x = flow.linspace(-1, 1, 200)
     y = 0.5 - 1.5 * x + 0.8 * x**2 + 2.0 * x**3 + 0.05 * flow.randn(200)
@@ -18,9 +18,11 @@ def fit_polynomial(steps: int = 400, lr: float = 0.1) -> None:
         with flow.no_grad():
             w -= lr * w.grad
             w.grad.zero_()
-        if step % 100 == 0:
+        if step % 500 == 0:
             print(f"  step {step:4d}  mse {loss.item():.5f}")
-    print(f"  fitted coefficients {np.round(w.detach().numpy(), 2)} (true [0.5 -1.5 0.8 2.0])")
+    exact = flow.linalg.solve(features.T @ features, features.T @ y)  # normal equations
+    print(f"  gradient descent: {np.round(w.detach().numpy(), 3)}")
+    print(f"  linalg.solve:     {np.round(exact.numpy(), 3)}   (true [0.5 -1.5 0.8 2.0])")
 
 
 def fit_logistic(steps: int = 300, lr: float = 0.5) -> None:
