@@ -164,7 +164,7 @@ class OpNode(Node):
         data, counter, version, nr = entry[1], entry[2], entry[3], entry[4]
         if counter[0] != version:
             raise self._modified(name, data, counter[0], version)
-        t = make_tensor(data, requires_grad=True)
+        t = make_tensor(data, requires_grad=is_float(data.dtype))  # saved int outputs: indices
         t._version = counter
         t.grad_fn = self
         t._out_nr = nr

@@ -109,7 +109,9 @@ def assert_close(actual, expected, rtol: float, atol: float, what: str) -> None:
     a64 = a.astype(np.float64)
     e64 = e.astype(np.float64)
     if not np.allclose(a64, e64, rtol=rtol, atol=atol, equal_nan=True):
-        err = np.nanmax(np.abs(a64 - e64)) if a.size else 0.0
+        diff = np.abs(a64 - e64)
+        diff = diff[~np.isnan(diff)]  # NaN against a number is a mismatch, not an error size
+        err = diff.max() if diff.size else float("nan")
         raise AssertionError(
             f"{what}: values differ (max abs err {err:.3g}, rtol={rtol}, atol={atol})\n"
             f"actual:\n{a}\nexpected:\n{e}"
