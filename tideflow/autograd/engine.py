@@ -51,20 +51,21 @@ def _num_outputs(node: Node) -> int:
     return getattr(node, "num_outputs", 1)
 
 
-def _walk(roots: list[Node]) -> tuple[dict[Node, int], dict[Node, list[Node]]]:
-    """Dependency counts (how many edges point at each node) and each node's children."""
+def _walk(roots: list[Node], with_children: bool):
+    """Dependency counts (how many edges point at each node) and, if asked, each node's
+    children (needed only to prune the graph for `autograd.grad`)."""
     deps: dict[Node, int] = {}
     children: dict[Node, list[Node]] = {}
     stack = list(dict.fromkeys(roots))
     seen = set(stack)
     while stack:
         node = stack.pop()
-        kids = children[node] = []
+        if with_children:
+            children[node] = [e[0] for e in node.edges if e is not None]
         for e in node.edges:
             if e is None:
                 continue
             child = e[0]
-            kids.append(child)
             deps[child] = deps.get(child, 0) + 1
             if child not in seen:
                 seen.add(child)
@@ -110,7 +111,7 @@ def run_backward(
     `autograd.grad`, accumulate=False) or accumulated into those tensors only."""
     roots = [_root_edge(t, what) for t in tensors]
     grads = [_root_grad(t, g, what) for t, g in zip(tensors, grad_tensors, strict=True)]
-    deps, children = _walk([n for n, _ in roots])
+    deps, children = _walk([n for n, _ in roots], with_children=inputs is not None)
 
     captures: dict[tuple[Node, int], int] = {}
     if inputs is not None:
@@ -148,12 +149,13 @@ def run_backward(
                 if accumulate and (needed is None or node in needed):
                     _accumulate(node, node_grads[0], create_graph, stored)
                 continue
-            if all(g is None for g in node_grads):
+            if node_grads.count(None) == len(node_grads):
                 gxs = (None,) * len(node.edges)
             else:
                 gxs = _apply(node, node_grads)
                 if not retain_graph:
                     node.release()
+            in_meta = node.in_meta
             for i, e in enumerate(node.edges):
                 if e is None:
                     continue
@@ -162,7 +164,10 @@ def run_backward(
                     continue
                 gx = gxs[i]
                 if gx is not None:
-                    gx = _conform(node, i, gx)
+                    data = getattr(gx, "_data", None)
+                    meta = in_meta[i]
+                    if data is None or data.shape != meta[0] or data.dtype != meta[1]:
+                        gx = _conform(node, i, gx)
                     buf = buffers.get(child)
                     if buf is None:
                         buf = buffers[child] = [None] * _num_outputs(child)
@@ -213,10 +218,7 @@ def _conform(node: Node, i: int, gx):
     """Bring a gradient to its input's shape and dtype (reduce broadcast dims, cast)."""
     if not isinstance(gx, Tensor):
         raise AutogradError(f"{node.name()}: gradient {i} is a {type(gx).__name__}, not a tensor")
-    meta = node.in_meta[i]  # every node with edges (OpNode, FunctionNode) records in_meta
-    if meta is None:
-        return gx
-    shape, np_dtype = meta
+    shape, np_dtype = node.in_meta[i]  # nodes with edges (OpNode, FunctionNode) record it
     if gx._data.shape != shape:
         try:
             gx = gx.sum_to_size(shape)
