@@ -7,6 +7,7 @@ x = flow.randn(3, requires_grad=True)
 
 from . import amp, autograd, linalg, nn, ops, optim
 from .amp import autocast
+from .io import load, save
 from .framework.device import device
 from .framework.dtype import DType as dtype
 from .framework.dtype import (

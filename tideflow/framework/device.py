@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..backends import BackendUnavailable, get_backend
 from .errors import DeviceError
 
 
@@ -41,3 +42,13 @@ class device:
 
 
 CPU = device("cpu")
+
+
+def check_available(dev) -> device:
+    """The device, if a backend for it is installed; else a DeviceError naming it."""
+    dev = device(dev)
+    try:
+        get_backend(dev.type)
+    except BackendUnavailable as e:
+        raise DeviceError(f"device {dev}: {e}") from None
+    return dev

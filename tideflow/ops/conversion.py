@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends import get_backend
 from ..framework import dtype as dtypes
+from ..framework.device import check_available
 from ..framework.device import device as Device
 from ..framework.dispatch import inplace
 from ..framework.tensor import Tensor
@@ -71,7 +71,7 @@ def _to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
         else:
             dtype = a
     if device is not None:
-        get_backend(Device(device).type)  # raises for a device with no backend
+        check_available(device)
     if dtype is not None:
         dtype = dtypes.to_dtype(dtype)
         if dtype.np != self._data.dtype:

@@ -11,9 +11,8 @@ import math
 
 import numpy as np
 
-from ..backends import get_backend
 from ..framework import dtype as dtypes
-from ..framework.device import device as Device
+from ..framework.device import check_available
 from ..framework.dispatch import inplace
 from ..framework.errors import TideflowError
 from ..framework.tensor import Tensor, make_tensor
@@ -39,7 +38,7 @@ __all__ = [
 
 def _check_device(device) -> None:
     if device is not None:
-        get_backend(Device(device).type)
+        check_available(device)
 
 
 def _infer_dtype(data, array: np.ndarray) -> dtypes.DType:

@@ -1,0 +1,6 @@
+"""Checkpoints: `save` / `load` of nested state (tensors in safetensors, structure as JSON,
+never pickle), and plain safetensors files of flat tensor dicts."""
+
+from ._checkpoint import load, load_safetensors, save, save_safetensors
+
+__all__ = ["load", "load_safetensors", "save", "save_safetensors"]
