@@ -26,5 +26,11 @@ class AutogradError(TideflowError):
     """Misuse of autograd: backward through freed graph, modified saved tensor, ..."""
 
 
+class Rejected(Exception):
+    """Raised by a kernel for operands NumPy would accept but the op does not (mixed dtypes,
+    shapes NumPy would broadcast). The dispatcher then asks the op's meta rule for the
+    user-facing message, so kernels check cheaply and meta rules own the wording."""
+
+
 def op_error(op: str, message: str, kind: type[TideflowError] = TideflowError) -> TideflowError:
     return kind(f"{op}: {message}")

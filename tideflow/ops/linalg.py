@@ -22,7 +22,7 @@ import numpy as np
 
 from ..framework import dtype as dtypes
 from ..framework.dispatch import inplace
-from ..framework.errors import DTypeError, ShapeError, TideflowError
+from ..framework.errors import DTypeError, Rejected, ShapeError, TideflowError
 from ._rules import (
     B,
     Meta,
@@ -231,7 +231,7 @@ def _product(name: str, ranks=None, broadcast: bool = True):
             or (not broadcast and a.shape[:-2] != b.shape[:-2])
         )
         if rejected:  # np.matmul would promote or broadcast: the meta rule words the error
-            raise ValueError(f"{name}: operands rejected")
+            raise Rejected(f"{name}: operands rejected")
         return _matmul_arrays(a, b, ta, tb)
 
     return defop(
@@ -458,7 +458,7 @@ def _einsum_pair_kernel(a, b, *, equation):
     batch labels). `_contract` guarantees that no label repeats within an operand or belongs
     to one operand alone, and that contracted labels have equal sizes."""
     if not _same_dtype_arrays((a, b)):
-        raise TypeError("einsum: operands rejected")  # the meta rule words the error
+        raise Rejected("einsum: operands rejected")
     (la, lb), out = _split_equation(equation)
     batch = [c for c in out if c in la and c in lb]
     free_a = [c for c in la if c not in lb]
@@ -480,7 +480,7 @@ def _einsum_pair_kernel(a, b, *, equation):
 def _einsum_reduce_kernel(x, *, equation):
     """Diagonals, sums and permutations of one operand; summing integers gives int64."""
     if x.dtype == np.bool_:
-        raise TypeError("einsum: operand rejected")  # the meta rule words the error
+        raise Rejected("einsum: operand rejected")
     if x.dtype.kind in "iu" and _sums(equation):
         return np.einsum(equation, x, dtype=np.int64)
     if x.dtype in _LOW_PRECISION:
@@ -796,7 +796,7 @@ def _trace_meta(x: Meta) -> Meta:
 
 def _trace_kernel(x):
     if x.ndim != 2 or x.dtype == np.bool_:
-        raise ValueError("trace: input rejected")  # the meta rule words the error
+        raise Rejected("trace: input rejected")
     if x.dtype in _LOW_PRECISION:
         return np.asarray(np.trace(x, dtype=np.float32)).astype(x.dtype)
     return np.trace(x, dtype=np.int64 if x.dtype.kind in "iu" else None)
@@ -836,7 +836,7 @@ def _cross_meta(a: Meta, b: Meta, *, dim) -> Meta:
 def _cross_kernel(a, b, *, dim):
     three = a.ndim == b.ndim and a.shape[dim] == b.shape[dim] == 3  # np.cross takes 2-vectors
     if not three or not _same_dtype_arrays((a, b)):
-        raise ValueError("linalg.cross: operands rejected")  # the meta rule words the error
+        raise Rejected("linalg.cross: operands rejected")
     if a.dtype in _LOW_PRECISION:
         return np.cross(a.astype(np.float32), b.astype(np.float32), axis=dim).astype(a.dtype)
     return np.cross(a, b, axis=dim)
@@ -915,7 +915,7 @@ def _lapack(name: str, fn, failure: str = "the LAPACK routine failed", square: b
         x = arrays[0]
         bad_dtype = x.dtype not in (np.float32, np.float64) or not _same_dtype_arrays(arrays)
         if bad_dtype or x.ndim < 2 or (square and x.shape[-1] != x.shape[-2]):
-            raise ValueError(f"{name}: operands rejected")
+            raise Rejected(f"{name}: operands rejected")
         try:
             return fn(*arrays, **attrs)
         except np.linalg.LinAlgError:
@@ -1190,7 +1190,7 @@ def _qr_meta(x: Meta, *, mode) -> tuple:
 
 def _qr_arrays(x, *, mode):
     if mode not in _QR_MODES:  # NumPy still takes its deprecated modes ('full', ...)
-        raise ValueError(f"linalg.qr: mode {mode!r} rejected")
+        raise Rejected(f"linalg.qr: mode {mode!r} rejected")
     if mode == "r":  # PyTorch returns an empty Q
         return np.empty((0,), x.dtype), np.linalg.qr(x, mode="r")
     return tuple(np.linalg.qr(x, mode=mode))

@@ -1,5 +1,158 @@
-"""nn.functional dropout ops."""
+"""Dropout: elementwise (dropout) and channel-wise (dropout1d/2d/3d).
+
+One fused op draws the keep-mask from a `Generator` (so results repeat under
+`flow.manual_seed`) and scales the kept values by 1 / (1 - p); it returns the boolean mask
+too, for the gradient `gy * mask / (1 - p)`.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+import warnings
+
+import numpy as np
+
+from ...framework import dtype as dtypes
+from ...framework.dispatch import inplace as inplace_method
+from ...framework.errors import DTypeError, ShapeError
+from ...framework.node import is_float
+from ...framework.random import default_generator
+from .._rules import Meta, broadcast_only, defop, dispatch
+from .softmax import reject_unless
+
+__all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d"]
+
+
+def _scale(p: float) -> float:
+    return 0.0 if p == 1 else 1.0 / (1.0 - p)
+
+
+def _dropout_meta(x: Meta, *, p, noise_shape, generator) -> tuple:
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"dropout: expected a floating point input, got {x.dtype.name}")
+    return Meta(x.shape, x.dtype), Meta(noise_shape, dtypes.bool_)
+
+
+def _dropout_kernel(x, *, p, noise_shape, generator):
+    reject_unless(is_float(x.dtype), "dropout")
+    keep = generator.rng.random(noise_shape, dtype=np.float32) >= p
+    out = x * keep
+    out *= np.asarray(_scale(p), x.dtype)
+    return out, keep
+
+
+_dropout = defop(
+    "dropout",
+    inputs=("input",),
+    meta=_dropout_meta,
+    # NOTE: every rank must draw the same mask for a replicated result: no split layouts.
+    sbp=broadcast_only,
+    kernels={"cpu": _dropout_kernel},
+    grad=lambda ctx, gy, _gmask: (gy * ctx.out1 * _scale(ctx.p),),
+    saves=("out1",),
+    n_out=2,
+)
+
+
+def _check_p(p: float) -> None:
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _apply(input, p: float, noise_shape: tuple):
+    attrs = {"p": float(p), "noise_shape": tuple(noise_shape), "generator": default_generator}
+    return dispatch(_dropout, (input,), attrs)[0]
+
+
+_apply_ = inplace_method(_apply, "dropout_")
+
+
+def _maybe_dropout(input, p: float, training: bool, inplace: bool, noise_shape: tuple):
+    _check_p(p)
+    if not training or p == 0 or input.numel() == 0:
+        return input
+    return _apply_(input, p, noise_shape) if inplace else _apply(input, p, noise_shape)
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zero each element with probability `p` and scale the others by 1 / (1 - p), so the
+    expectation is unchanged; the identity when not `training`.
+
+    >>> F.dropout(flow.ones(8), p=0.5)
+    """
+    return _maybe_dropout(input, p, training, inplace, tuple(input.shape))
+
+
+def _channel_noise(shape: tuple, batched: bool) -> tuple:
+    """One draw per channel: (N, C, 1, ...) for batched inputs, (C, 1, ...) otherwise."""
+    lead = 2 if batched else 1
+    return shape[:lead] + (1,) * (len(shape) - lead)
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels (dim -2 of (N, C, L) or (C, L) inputs) with probability `p` and
+    scale the others by 1 / (1 - p).
+
+    >>> F.dropout1d(flow.ones(2, 4, 3), p=0.5)
+    """
+    if input.ndim not in (2, 3):
+        raise ShapeError(
+            f"dropout1d: expected a 2-d (C, L) or 3-d (N, C, L) input, got shape "
+            f"{list(input.shape)}"
+        )
+    noise = _channel_noise(tuple(input.shape), input.ndim == 3)
+    return _maybe_dropout(input, p, training, inplace, noise)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels (dim 1 of (N, C, H, W) inputs) with probability `p` and scale the
+    others by 1 / (1 - p). As in PyTorch, a 3-d input is read as (N, C, L), with a warning.
+
+    >>> F.dropout2d(flow.ones(2, 4, 3, 3), p=0.5)
+    """
+    if input.ndim < 2:
+        raise ShapeError(
+            f"dropout2d: expected an input with channels, got shape {list(input.shape)}"
+        )
+    if input.ndim not in (3, 4):
+        warnings.warn(
+            f"dropout2d: Received a {input.ndim}-D input to dropout2d, which is deprecated "
+            "and will result in an error in a future release. To retain the behavior and "
+            "silence this warning, please use dropout instead. Note that dropout2d exists to "
+            "provide channel-wise dropout on inputs with 2 spatial dimensions, a channel "
+            "dimension, and an optional batch dimension (i.e. 3D or 4D inputs).",
+            stacklevel=2,
+        )
+    if input.ndim == 3:
+        warnings.warn(
+            "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D "
+            "dropout behavior is desired - input is interpreted as shape (N, C, L), where C "
+            "is the channel dim. This behavior will change in a future release to interpret "
+            "the input as one without a batch dimension, i.e. shape (C, H, W). To maintain "
+            "the 1D channel-wise dropout behavior, please switch to using dropout1d instead.",
+            stacklevel=2,
+        )
+    noise = _channel_noise(tuple(input.shape), batched=True)
+    return _maybe_dropout(input, p, training, inplace, noise)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels (dim 1 of (N, C, D, H, W), dim 0 of (C, D, H, W) inputs) with
+    probability `p` and scale the others by 1 / (1 - p).
+
+    >>> F.dropout3d(flow.ones(2, 4, 2, 2, 2), p=0.5)
+    """
+    if input.ndim < 2:
+        raise ShapeError(
+            f"dropout3d: expected an input with channels, got shape {list(input.shape)}"
+        )
+    if input.ndim not in (4, 5):
+        warnings.warn(
+            f"dropout3d: Received a {input.ndim}-D input to dropout3d, which is deprecated "
+            "and will result in an error in a future release. To retain the behavior and "
+            "silence this warning, please use dropout instead. Note that dropout3d exists to "
+            "provide channel-wise dropout on inputs with 3 spatial dimensions, a channel "
+            "dimension, and an optional batch dimension (i.e. 4D or 5D inputs).",
+            stacklevel=2,
+        )
+    noise = _channel_noise(tuple(input.shape), batched=input.ndim == 5)
+    return _maybe_dropout(input, p, training, inplace, noise)

@@ -1,5 +1,215 @@
-"""nn.functional softmax ops."""
+"""Softmax family: softmax, log_softmax, softmin.
+
+softmax and log_softmax are fused ops (one pass with the max subtracted for stability); their
+grads use the saved output only: `y * (gy - sum(gy * y))` and `gy - exp(y) * sum(gy)`.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+import warnings
+
+import numpy as np
+
+from ...framework import dtype as dtypes
+from ...framework.errors import DTypeError, Rejected, TideflowError
+from ...framework.grad_mode import is_grad_enabled
+from ...framework.node import is_float
+from .._rules import B, Meta, S, Signature, defop, dispatch, methods, normalize_dim
+
+__all__ = ["softmax", "log_softmax", "softmin"]
+
+
+# -- helpers shared by the nn.functional modules ---------------------------------------------
+def reject_unless(ok: bool, op: str) -> None:
+    """Kernels call this where NumPy would broadcast or promote what the meta rule rejects:
+    the dispatcher then asks the meta rule for the user-facing error (the success path pays
+    for no message)."""
+    if not ok:
+        raise Rejected(f"{op}: operands rejected")
+
+
+def refuse_grad(op: str, **tensors) -> None:
+    """Arguments PyTorch does not differentiate (class weights, running statistics) are
+    refused, as there, when they require grad: better than silently dropping the gradient."""
+    for name, t in tensors.items():
+        if t is not None and t.requires_grad and is_grad_enabled():
+            raise TideflowError(
+                f"{op}: the function is not differentiable with respect to {name}, which "
+                "requires grad; pass it detached"
+            )
+
+
+def compute_dtype(x: np.ndarray) -> np.dtype:
+    """Half-precision inputs are computed in float32 (NumPy's f16/bf16 math is slow and
+    inexact, and it has no half BLAS), like PyTorch's CPU kernels; others as they are."""
+    return np.dtype(np.float32) if is_float(x.dtype) and x.dtype.itemsize < 4 else x.dtype
+
+
+def _softmax_meta(op):
+    def meta(x: Meta, *, dim) -> Meta:
+        if not x.dtype.is_floating_point:
+            raise DTypeError(f"{op}: expected a floating point input, got {x.dtype.name}")
+        normalize_dim(op, dim, len(x.shape))
+        return Meta(x.shape, x.dtype)
+
+    return meta
+
+
+def _softmax_sbp(x: Meta, *, dim) -> list[Signature]:
+    """Rows along `dim` must be whole on a rank: any other axis may be split."""
+    dim = normalize_dim("softmax", dim, len(x.shape))
+    sigs = [Signature((S(a),), (S(a),)) for a in range(len(x.shape)) if a != dim]
+    return [*sigs, Signature((B,), (B,))]
+
+
+def _shifted(x: np.ndarray, dim: int) -> np.ndarray:
+    """x - max(x) along dim, in the computation dtype (rows of all -inf give nan, as in
+    PyTorch)."""
+    x = x.astype(compute_dtype(x), copy=False)
+    with np.errstate(invalid="ignore"):
+        return x - np.max(x, axis=dim, keepdims=True, initial=-np.inf)
+
+
+def _on_rows(kernel):
+    """NumPy has no axis 0 on a 0-d array; PyTorch treats a 0-d tensor as one row."""
+
+    def run(x, *, dim):
+        if x.ndim == 0:
+            return kernel(x.reshape(1), dim=0).reshape(())
+        return kernel(x, dim=dim)
+
+    return run
+
+
+@_on_rows
+def _softmax_kernel(x, *, dim):
+    reject_unless(is_float(x.dtype), "softmax")
+    e = np.exp(_shifted(x, dim))
+    e /= np.sum(e, axis=dim, keepdims=True)
+    return e.astype(x.dtype, copy=False)
+
+
+@_on_rows
+def _safe_softmax_kernel(x, *, dim):
+    """softmax, but 0 (not nan) on rows that are entirely -inf (fully masked attention)."""
+    reject_unless(is_float(x.dtype), "safe_softmax")
+    xc = x.astype(compute_dtype(x), copy=False)
+    m = np.max(xc, axis=dim, keepdims=True, initial=-np.inf)
+    e = np.exp(xc - np.where(m == -np.inf, 0, m))
+    s = np.sum(e, axis=dim, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(s > 0, e / s, 0).astype(x.dtype, copy=False)
+
+
+@_on_rows
+def _log_softmax_kernel(x, *, dim):
+    reject_unless(is_float(x.dtype), "log_softmax")
+    z = _shifted(x, dim)
+    with np.errstate(divide="ignore"):
+        log_sum = np.log(_rounded(np.sum(np.exp(z), axis=dim, keepdims=True), x, dim))
+    z -= _rounded(log_sum, x, dim)
+    return z.astype(x.dtype, copy=False)
+
+
+def _rounded(a: np.ndarray, x: np.ndarray, dim: int) -> np.ndarray:
+    """NOTE: along the last dim of a half input, PyTorch's CPU kernel keeps the sum of the
+    exponentials and its log in the input's dtype: rounding them alike gives its results."""
+    if dim != x.ndim - 1 or a.dtype == x.dtype:
+        return a
+    return a.astype(x.dtype).astype(a.dtype)
+
+
+def _softmax_grad(ctx, gy):
+    y = ctx.out
+    return (y * (gy - (gy * y).sum(ctx.dim, keepdim=True)),)
+
+
+def _log_softmax_grad(ctx, gy):
+    return (gy - ctx.out.exp() * gy.sum(ctx.dim, keepdim=True),)
+
+
+_softmax = defop(
+    "softmax",
+    inputs=("input",),
+    meta=_softmax_meta("softmax"),
+    sbp=_softmax_sbp,
+    kernels={"cpu": _softmax_kernel},
+    grad=_softmax_grad,
+    saves=("out",),
+)
+# NOTE: PyTorch's `_safe_softmax`, for attention: fully masked rows give 0 (and 0 gradients).
+safe_softmax = defop(
+    "safe_softmax",
+    inputs=("input",),
+    meta=_softmax_meta("safe_softmax"),
+    sbp=_softmax_sbp,
+    kernels={"cpu": _safe_softmax_kernel},
+    grad=_softmax_grad,
+    saves=("out",),
+)
+_log_softmax = defop(
+    "log_softmax",
+    inputs=("input",),
+    meta=_softmax_meta("log_softmax"),
+    sbp=_softmax_sbp,
+    kernels={"cpu": _log_softmax_kernel},
+    grad=_log_softmax_grad,
+    saves=("out",),
+)
+
+
+def _implicit_dim(op: str, ndim: int, stacklevel: int) -> int:
+    """PyTorch's legacy choice when `dim` is omitted (deprecated there too)."""
+    warnings.warn(
+        f"Implicit dimension choice for {op} has been deprecated. "
+        "Change the call to include dim=X as an argument.",
+        stacklevel=stacklevel,
+    )
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def _prepare(op: str, input, dim, stacklevel: int, dtype):
+    if dim is None:
+        dim = _implicit_dim(op, input.ndim, stacklevel + 1)
+    if dtype is not None:
+        input = input.to(dtypes.to_dtype(dtype))
+    return input, {"dim": normalize_dim(op, dim, input.ndim)}
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """`exp(x) / sum(exp(x))` along `dim`: each slice becomes a probability distribution.
+    With `dtype`, the input is cast to it first (to compute half inputs in float32, say).
+
+    >>> F.softmax(flow.tensor([[1.0, 2.0, 3.0]]), dim=1)
+    """
+    input, attrs = _prepare("softmax", input, dim, _stacklevel, dtype)
+    return dispatch(_softmax, (input,), attrs)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """`log(softmax(x))` along `dim`, computed stably as `x - max - log(sum(exp(x - max)))`.
+
+    >>> F.log_softmax(flow.tensor([[1.0, 2.0, 3.0]]), dim=1)
+    """
+    input, attrs = _prepare("log_softmax", input, dim, _stacklevel, dtype)
+    return dispatch(_log_softmax, (input,), attrs)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """`softmax(-x)` along `dim`: small values get the large probabilities.
+
+    >>> F.softmin(flow.tensor([[1.0, 2.0, 3.0]]), dim=1)
+    """
+    input, attrs = _prepare("softmin", input, dim, _stacklevel, dtype)
+    return dispatch(_softmax, (-input,), attrs)
+
+
+def _softmax_method(self, dim, dtype=None):
+    return softmax(self, dim, dtype=dtype)
+
+
+def _log_softmax_method(self, dim, dtype=None):
+    return log_softmax(self, dim, dtype=dtype)
+
+
+methods(softmax=_softmax_method, log_softmax=_log_softmax_method)
