@@ -7,7 +7,6 @@ x = flow.randn(3, requires_grad=True)
 
 from . import amp, autograd, linalg, nn, ops, optim
 from .amp import autocast
-from .io import load, save
 from .framework.device import device
 from .framework.dtype import DType as dtype
 from .framework.dtype import (
@@ -41,6 +40,7 @@ from .framework.grad_mode import (
     set_grad_enabled,
 )
 from .framework.tensor import Size, Tensor
+from .io import load, save
 from .ops.binary import *
 from .ops.conversion import *
 from .ops.creation import *
