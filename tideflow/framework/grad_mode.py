@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import types
 
 
 class _State(threading.local):
@@ -39,7 +40,7 @@ class _GradModeContext:
             return self._func(*args, **kwargs)
 
     def __get__(self, obj, objtype=None):  # decorated methods bind like functions
-        return self if obj is None else functools.partial(self.__call__, obj)
+        return self if obj is None else types.MethodType(self, obj)
 
     def __enter__(self) -> None:
         self._prev = STATE.enabled

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ._rules import Signature, defop, dispatch, elementwise_sbp
+from ._rules import B, Meta, Signature, defop, dispatch, elementwise_sbp
 
 __all__: list[str] = []
 
@@ -27,12 +27,26 @@ def _update_sbp(*operands, **_) -> list[Signature]:
     return [Signature(sig.ins, ()) for sig in _elementwise(*operands)]
 
 
-def _update_op(name: str, inputs: tuple[str, ...], kernel, mutates: tuple[int, ...]):
+def _whole_update_sbp(*operands, **_) -> list[Signature]:
+    """Updates that reduce over the whole parameter (LAMB's norms): every operand whole."""
+    return [Signature(tuple(B if isinstance(m, Meta) else None for m in operands), ())]
+
+
+def _lerp_(start: np.ndarray, end: np.ndarray, weight: float) -> None:
+    """`start.lerp_(end, weight)` with PyTorch's two formulas (exact at weight 0 and 1)."""
+    if abs(weight) < 0.5:
+        start += weight * (end - start)
+    else:
+        np.subtract(end, (end - start) * (1 - weight), out=start)
+
+
+def _update_op(name: str, inputs: tuple[str, ...], kernel, mutates: tuple[int, ...],
+               sbp=_update_sbp):  # fmt: skip
     return defop(
         name,
         inputs=inputs,
         meta=_no_outputs,
-        sbp=_update_sbp,
+        sbp=sbp,
         kernels={"cpu": kernel},
         n_out=0,
         mutates=mutates,
@@ -72,7 +86,7 @@ def _adam_kernel(p, g, m, v, vmax, *, lr, beta1, beta2, eps, weight_decay, decou
             p *= 1 - lr * weight_decay
         else:
             g = g + weight_decay * p
-    m += (g - m) * (1 - beta1)  # lerp, as PyTorch's exp_avg.lerp_(grad, 1 - beta1)
+    _lerp_(m, g, 1 - beta1)
     v *= beta2
     v += (1 - beta2) * g * g
     if amsgrad:
@@ -95,3 +109,127 @@ _adam = _update_op(
 def adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, **hyper) -> None:
     """One Adam (or AdamW with decoupled=True) step, in place."""
     dispatch(_adam, (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq), hyper)
+
+
+# -- RMSprop ------------------------------------------------------------------------------------
+def _rmsprop_kernel(p, g, square_avg, grad_avg, momentum_buffer, *, lr, alpha, eps, weight_decay,
+                    momentum, centered, maximize):  # fmt: skip
+    if maximize:
+        g = -g
+    if weight_decay:
+        g = g + weight_decay * p
+    square_avg *= alpha
+    square_avg += (1 - alpha) * g * g
+    if centered:
+        _lerp_(grad_avg, g, 1 - alpha)
+        avg = np.sqrt(square_avg - grad_avg * grad_avg)
+    else:
+        avg = np.sqrt(square_avg)
+    avg += eps
+    if momentum > 0:
+        momentum_buffer *= momentum
+        momentum_buffer += g / avg
+        p -= lr * momentum_buffer
+    else:
+        p += (-lr * g) / avg  # addcdiv's order: (value * grad) / avg
+
+
+_rmsprop = _update_op(
+    "rmsprop_update",
+    ("param", "grad", "square_avg", "grad_avg", "momentum_buffer"),
+    _rmsprop_kernel,
+    (0, 2, 3, 4),
+)
+
+
+def rmsprop_update(param, grad, square_avg, grad_avg, momentum_buffer, **hyper) -> None:
+    """One RMSprop step, in place (grad_avg is None unless centered, momentum_buffer None
+    without momentum)."""
+    dispatch(_rmsprop, (param, grad, square_avg, grad_avg, momentum_buffer), hyper)
+
+
+# -- Adagrad ------------------------------------------------------------------------------------
+def _adagrad_kernel(p, g, state_sum, *, lr, lr_decay, weight_decay, eps, maximize, step):
+    if maximize:
+        g = -g
+    if weight_decay:
+        g = g + weight_decay * p
+    clr = lr / (1 + (step - 1) * lr_decay)
+    state_sum += g * g
+    std = np.sqrt(state_sum)
+    std += eps
+    p += (-clr * g) / std
+
+
+_adagrad = _update_op("adagrad_update", ("param", "grad", "sum"), _adagrad_kernel, (0, 2))
+
+
+def adagrad_update(param, grad, sum, **hyper) -> None:
+    """One Adagrad step on `param` and its running sum of squared gradients, in place."""
+    dispatch(_adagrad, (param, grad, sum), hyper)
+
+
+# -- Adadelta -----------------------------------------------------------------------------------
+def _adadelta_kernel(p, g, square_avg, acc_delta, *, lr, rho, eps, weight_decay, maximize):
+    if maximize:
+        g = -g
+    if weight_decay:
+        g = g + weight_decay * p
+    square_avg *= rho
+    square_avg += (1 - rho) * g * g
+    std = np.sqrt(square_avg + eps)
+    delta = np.sqrt(acc_delta + eps)
+    delta /= std
+    delta *= g
+    acc_delta *= rho
+    acc_delta += (1 - rho) * delta * delta
+    p -= lr * delta
+
+
+_adadelta = _update_op(
+    "adadelta_update",
+    ("param", "grad", "square_avg", "acc_delta"),
+    _adadelta_kernel,
+    (0, 2, 3),
+)
+
+
+def adadelta_update(param, grad, square_avg, acc_delta, **hyper) -> None:
+    """One Adadelta step, in place."""
+    dispatch(_adadelta, (param, grad, square_avg, acc_delta), hyper)
+
+
+# -- LAMB ---------------------------------------------------------------------------------------
+def _lamb_kernel(p, g, m, v, *, lr, beta1, beta2, eps, weight_decay, clamp_value,
+                 bias_correction, maximize, step):  # fmt: skip
+    if maximize:
+        g = -g
+    m *= beta1
+    m += (1 - beta1) * g
+    v *= beta2
+    v += (1 - beta2) * g * g
+    bias1, bias2 = (1 - beta1**step, 1 - beta2**step) if bias_correction else (1.0, 1.0)
+    update = (m / bias1) / (np.sqrt(v / bias2) + eps)
+    if weight_decay:
+        update += weight_decay * p
+    # NOTE: the layer-wise trust ratio phi(||w||) / ||update|| of You et al. (2019), with
+    # phi clipping the weight norm to [0, clamp_value]; a zero norm leaves the step unscaled.
+    w_norm = min(float(np.linalg.norm(p.ravel())), clamp_value)
+    u_norm = float(np.linalg.norm(update.ravel()))
+    trust_ratio = w_norm / u_norm if w_norm > 0 and u_norm > 0 else 1.0
+    p -= (lr * trust_ratio) * update
+
+
+_lamb = _update_op(
+    "lamb_update",
+    ("param", "grad", "exp_avg", "exp_avg_sq"),
+    _lamb_kernel,
+    (0, 2, 3),
+    sbp=_whole_update_sbp,
+)
+
+
+def lamb_update(param, grad, exp_avg, exp_avg_sq, **hyper) -> None:
+    """One LAMB step, in place. The trust ratio needs norms of the whole parameter, so its
+    only layout is every operand broadcast."""
+    dispatch(_lamb, (param, grad, exp_avg, exp_avg_sq), hyper)

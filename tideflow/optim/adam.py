@@ -16,11 +16,20 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None) -> None:  # fmt: skip
-        if lr < 0.0 or eps < 0.0 or weight_decay < 0.0:
-            raise TideflowError(f"{type(self).__name__}: invalid lr={lr}, eps={eps} or "
-                                f"weight_decay={weight_decay}")  # fmt: skip
-        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
-            raise TideflowError(f"{type(self).__name__}: invalid betas {betas}")
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if eps < 0.0:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        for i, beta in enumerate(betas):
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if differentiable:
+            raise TideflowError(
+                f"{type(self).__name__}: differentiable=True is not supported "
+                "(updates run outside autograd)"
+            )
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize)  # fmt: skip
         super().__init__(params, defaults)

@@ -15,11 +15,17 @@ class SGD(Optimizer):
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False,
                  fused=None) -> None:  # fmt: skip
         if lr is not required and lr < 0.0:
-            raise TideflowError(f"SGD: invalid learning rate {lr}")
-        if momentum < 0.0 or weight_decay < 0.0:
-            raise TideflowError(f"SGD: invalid momentum {momentum} or weight_decay {weight_decay}")
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         if nesterov and (momentum <= 0 or dampening != 0):
-            raise TideflowError("SGD: Nesterov momentum requires a momentum and zero dampening")
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        if differentiable:
+            raise TideflowError(
+                "SGD: differentiable=True is not supported (updates run outside autograd)"
+            )
         defaults = dict(
             lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
             nesterov=nesterov, maximize=maximize,
