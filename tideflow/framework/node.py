@@ -164,10 +164,12 @@ class OpNode(Node):
         data, counter, version, nr = entry[1], entry[2], entry[3], entry[4]
         if counter[0] != version:
             raise self._modified(name, data, counter[0], version)
-        t = make_tensor(data, requires_grad=is_float(data.dtype))  # saved int outputs: indices
+        t = make_tensor(data)
         t._version = counter
-        t.grad_fn = self
-        t._out_nr = nr
+        if is_float(data.dtype):  # saved integer outputs (indices) carry no history
+            t.requires_grad = True
+            t.grad_fn = self
+            t._out_nr = nr
         return t
 
     def _modified(self, name: str, data, now: int, then: int) -> AutogradError:
