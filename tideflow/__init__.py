@@ -5,7 +5,7 @@ x = flow.randn(3, requires_grad=True)
 (x * x).sum().backward()
 """
 
-from . import amp, autograd, linalg, nn, ops, optim
+from . import amp, autograd, linalg, nn, ops, optim, utils
 from .amp import autocast
 from .framework.device import device
 from .framework.dtype import DType as dtype

@@ -209,6 +209,16 @@ class Tensor:
 
     __hash__ = object.__hash__
 
+    def __reduce_ex__(self, protocol):
+        """Pickle the values only (a view carries its own elements, not its base), as
+        DataLoader workers and multiprocessing need; history cannot cross processes."""
+        if self.requires_grad and self.grad_fn is not None:
+            raise AutogradError(
+                "cannot pickle a non-leaf tensor that requires grad (it carries autograd "
+                "history); pickle tensor.detach() instead"
+            )
+        return (_rebuild, (type(self), np.array(self._data), self.requires_grad))
+
     def __repr__(self) -> str:
         return format_tensor(self._data, requires_grad=self.requires_grad, grad_fn=self.grad_fn)
 
@@ -280,6 +290,13 @@ class Tensor:
 def _init(t: Tensor, data) -> None:
     t._data = data
     t._version = [0]
+
+
+def _rebuild(cls, data, requires_grad: bool) -> Tensor:
+    t = object.__new__(cls)
+    _init(t, data)
+    t.requires_grad = requires_grad
+    return t
 
 
 def make_tensor(data, requires_grad: bool = False) -> Tensor:

@@ -41,9 +41,16 @@ def _check_device(device) -> None:
         check_available(device)
 
 
+def _first_leaf(data):
+    while isinstance(data, list | tuple) and data:
+        data = data[0]
+    return data
+
+
 def _infer_dtype(data, array: np.ndarray) -> dtypes.DType:
-    """PyTorch's inference: Python floats -> default dtype; NumPy arrays keep theirs."""
-    if isinstance(data, np.ndarray | np.generic):
+    """PyTorch's inference: Python floats -> default dtype; NumPy arrays and scalars (also
+    inside lists) keep theirs."""
+    if isinstance(data, np.ndarray | np.generic) or isinstance(_first_leaf(data), np.generic):
         return dtypes.from_numpy(array.dtype)
     if array.dtype.kind == "f":
         return dtypes.get_default_dtype()

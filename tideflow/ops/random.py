@@ -297,9 +297,19 @@ def _bernoulli_like(self, p=0.5, *, generator=None):
 
 
 def _random_like(self, from_=0, to=None, *, generator=None):
-    if to is None:  # random_(to) draws from [0, to); random_() from [0, 2**24] like PyTorch's
-        from_, to = 0, (from_ or 2**24)
+    """random_(to) draws from [0, to); random_() from PyTorch's default range: integers
+    representable exactly in the dtype (2**mantissa for floats, the maximum for integers)."""
+    if to is None:
+        from_, to = 0, (from_ or _default_random_bound(self.dtype))
     return randint(from_, to, tuple(self.shape), generator=generator, dtype=self.dtype)
+
+
+def _default_random_bound(dtype: dtypes.DType) -> int:
+    if dtype.is_floating_point:
+        return 2 ** (np.finfo(dtype.np).nmant + 1)
+    if dtype is dtypes.bool_:
+        return 2
+    return int(np.iinfo(dtype.np).max)
 
 
 methods(

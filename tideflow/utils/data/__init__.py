@@ -1,0 +1,53 @@
+"""Datasets, samplers and the DataLoader, with PyTorch's `torch.utils.data` API.
+
+>>> from tideflow.utils.data import DataLoader, TensorDataset
+>>> loader = DataLoader(TensorDataset(flow.randn(8, 3)), batch_size=4, shuffle=True)
+>>> [x.shape for (x,) in loader]
+[tideflow.Size([4, 3]), tideflow.Size([4, 3])]
+"""
+
+from ._utils.collate import default_collate, default_convert
+from ._utils.worker import WorkerInfo, get_worker_info
+from .dataloader import DataLoader
+from .dataset import (
+    ChainDataset,
+    ConcatDataset,
+    Dataset,
+    IterableDataset,
+    StackDataset,
+    Subset,
+    TensorDataset,
+    random_split,
+)
+from .distributed import DistributedSampler
+from .sampler import (
+    BatchSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
+)
+
+__all__ = [
+    "BatchSampler",
+    "ChainDataset",
+    "ConcatDataset",
+    "DataLoader",
+    "Dataset",
+    "DistributedSampler",
+    "IterableDataset",
+    "RandomSampler",
+    "Sampler",
+    "SequentialSampler",
+    "StackDataset",
+    "Subset",
+    "SubsetRandomSampler",
+    "TensorDataset",
+    "WeightedRandomSampler",
+    "WorkerInfo",
+    "default_collate",
+    "default_convert",
+    "get_worker_info",
+    "random_split",
+]
