@@ -1,0 +1,397 @@
+"""Multi-head attention: `MultiheadAttention` and the function behind it,
+`multi_head_attention_forward`, with PyTorch's parameters, mask conventions and numerics.
+
+Sequences are (L, N, E) unless `batch_first`. Masks are boolean (True = not allowed to attend)
+or additive float; both kinds turn into one float mask added to the scores. With
+`need_weights` the scores are computed explicitly so the attention weights can be returned;
+otherwise the work goes to `F.scaled_dot_product_attention`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+from ...framework import dtype as dtypes
+from ...framework.errors import DTypeError, ShapeError, TideflowError
+from ...ops.creation import empty, zeros, zeros_like
+from ...ops.linalg import baddbmm, bmm
+from ...ops.shape import cat
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from .linear import Linear
+from .module import Module
+
+__all__ = ["MultiheadAttention", "multi_head_attention_forward"]
+
+
+def _canonical_mask(mask, mask_name: str, other_type, other_name: str, target_type,
+                    check_other: bool = True):  # fmt: skip
+    """A boolean mask (True = masked) as an additive float mask (-inf where masked) of
+    `target_type`; float masks pass through. PyTorch warns when the two masks of one call
+    differ in dtype, and so do we."""
+    if mask is None:
+        return None
+    if mask.dtype is not dtypes.bool_ and not mask.dtype.is_floating_point:
+        raise DTypeError(
+            f"only bool and floating types of {mask_name} are supported, got {mask.dtype}"
+        )
+    if check_other and other_type is not None and mask.dtype is not other_type:
+        warnings.warn(
+            f"Support for mismatched {mask_name} and {other_name} is deprecated. Use same "
+            "type for both instead.",
+            stacklevel=3,
+        )
+    if mask.dtype is dtypes.bool_:
+        return zeros_like(mask, dtype=target_type).masked_fill(mask, -math.inf)
+    return mask
+
+
+def _none_or_dtype(mask):
+    return None if mask is None else mask.dtype
+
+
+def _check_shapes(query, key, value, key_padding_mask, attn_mask, num_heads: int) -> bool:
+    """PyTorch's rank rules; returns whether the inputs are batched."""
+    if query.ndim not in (2, 3):
+        raise ShapeError(
+            "query should be unbatched 2D or batched 3D tensor but received "
+            f"{query.ndim}-D query tensor"
+        )
+    batched = query.ndim == 3
+    kind, rank = ("batched (3-D)", 3) if batched else ("unbatched (2-D)", 2)
+    if key.ndim != rank or value.ndim != rank:
+        raise ShapeError(
+            f"For {kind} `query`, expected `key` and `value` to be {rank}-D but found "
+            f"{key.ndim}-D and {value.ndim}-D tensors respectively"
+        )
+    if key_padding_mask is not None and key_padding_mask.ndim != rank - 1:
+        raise ShapeError(
+            f"For {kind} `query`, expected `key_padding_mask` to be `None` or {rank - 1}-D "
+            f"but found {key_padding_mask.ndim}-D tensor instead"
+        )
+    if attn_mask is not None:
+        if attn_mask.ndim not in (2, 3):
+            raise ShapeError(
+                f"For {kind} `query`, expected `attn_mask` to be `None`, 2-D or 3-D but found "
+                f"{attn_mask.ndim}-D tensor instead"
+            )
+        expected = (num_heads, query.shape[0], key.shape[0])
+        if not batched and attn_mask.ndim == 3 and tuple(attn_mask.shape) != expected:
+            raise ShapeError(
+                f"Expected `attn_mask` shape to be {expected} but got {list(attn_mask.shape)}"
+            )
+    return batched
+
+
+def _in_projection(query, key, value, in_proj_weight, in_proj_bias, separate_weights):
+    """q, k, v = the inputs through their slices of the packed projection (or through the
+    separate q/k/v weights); self-attention does it in one matmul."""
+    b_q, b_k, b_v = (None,) * 3 if in_proj_bias is None else in_proj_bias.chunk(3)
+    if separate_weights is not None:
+        w_q, w_k, w_v = separate_weights
+        embed_dim = query.shape[-1]
+        for name, w, x in (("query", w_q, query), ("key", w_k, key), ("value", w_v, value)):
+            if tuple(w.shape) != (embed_dim, x.shape[-1]):
+                raise ShapeError(
+                    f"expecting {name} weights shape of {(embed_dim, x.shape[-1])}, but got "
+                    f"{list(w.shape)}"
+                )
+        return F.linear(query, w_q, b_q), F.linear(key, w_k, b_k), F.linear(value, w_v, b_v)
+    if query is key and key is value:
+        return F.linear(query, in_proj_weight, in_proj_bias).chunk(3, -1)
+    w_q, w_k, w_v = in_proj_weight.chunk(3)
+    return F.linear(query, w_q, b_q), F.linear(key, w_k, b_k), F.linear(value, w_v, b_v)
+
+
+def _check_attn_mask(attn_mask, tgt_len: int, src_len: int, batch_heads: int):
+    """The float mask as (1 or N * num_heads, L, S)."""
+    if attn_mask.ndim == 2:
+        if tuple(attn_mask.shape) != (tgt_len, src_len):
+            raise ShapeError(
+                f"The shape of the 2D attn_mask is {list(attn_mask.shape)}, but should be "
+                f"{(tgt_len, src_len)}."
+            )
+        return attn_mask.unsqueeze(0)
+    if tuple(attn_mask.shape) != (batch_heads, tgt_len, src_len):
+        raise ShapeError(
+            f"The shape of the 3D attn_mask is {list(attn_mask.shape)}, but should be "
+            f"{(batch_heads, tgt_len, src_len)}."
+        )
+    return attn_mask
+
+
+def _pad_key(mask):
+    """One more key position, not masked (for bias_k/bias_v and add_zero_attn)."""
+    return None if mask is None else F.pad(mask, (0, 1))
+
+
+def _heads(x, length: int, batch_heads: int, head_dim: int):
+    """(S, N, E) -> (N * num_heads, S, head_dim)."""
+    return x.reshape(length, batch_heads, head_dim).transpose(0, 1)
+
+
+def _static(name: str, t, batch_heads: int, head_dim: int):
+    if t.shape[0] != batch_heads or t.shape[2] != head_dim:
+        raise ShapeError(
+            f"expecting {name} of shape ({batch_heads}, S, {head_dim}), got {list(t.shape)}"
+        )
+    return t
+
+
+def multi_head_attention_forward(
+    query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias, bias_k,
+    bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias, training=True,
+    key_padding_mask=None, need_weights=True, attn_mask=None, use_separate_proj_weight=False,
+    q_proj_weight=None, k_proj_weight=None, v_proj_weight=None, static_k=None, static_v=None,
+    average_attn_weights=True, is_causal=False,
+):  # fmt: skip
+    """PyTorch's `F.multi_head_attention_forward`: the computation of `MultiheadAttention`
+    on explicit weights. query (L, N, E), key (S, N, E_k), value (S, N, E_v), or unbatched
+    without the N dim. Returns (attn_output (L, N, E), attn_weights (N, L, S) averaged over
+    heads, (N, num_heads, L, S) per head, or None without `need_weights`).
+
+    >>> q = flow.randn(5, 2, 8)
+    >>> w, b = flow.randn(24, 8), flow.zeros(24)
+    >>> out, weights = F.multi_head_attention_forward(
+    ...     q, q, q, 8, 2, w, b, None, None, False, 0.0, flow.randn(8, 8), None)
+    >>> out.shape, weights.shape
+    (tideflow.Size([5, 2, 8]), tideflow.Size([2, 5, 5]))
+    """
+    batched = _check_shapes(query, key, value, key_padding_mask, attn_mask, num_heads)
+    if not batched:
+        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+        if key_padding_mask is not None:
+            key_padding_mask = key_padding_mask.unsqueeze(0)
+    tgt_len, bsz, embed_dim = query.shape
+    key_padding_mask = _canonical_mask(
+        key_padding_mask, "key_padding_mask", _none_or_dtype(attn_mask), "attn_mask",
+        query.dtype,
+    )  # fmt: skip
+    if is_causal and attn_mask is None:
+        raise TideflowError(
+            "Need attn_mask if specifying the is_causal hint. You may use the Transformer "
+            "module method `generate_square_subsequent_mask` to create this mask."
+        )
+    if is_causal and key_padding_mask is None and not need_weights:
+        # NOTE: like PyTorch, trust the hint: scaled_dot_product_attention masks causally.
+        attn_mask = None
+    else:
+        attn_mask = _canonical_mask(attn_mask, "attn_mask", None, "", query.dtype, False)
+        if key_padding_mask is not None:
+            is_causal = False  # the merged mask is not causal any more
+    if embed_dim != embed_dim_to_check:
+        raise ShapeError(
+            f"was expecting embedding dimension of {embed_dim_to_check}, but got {embed_dim}"
+        )
+    head_dim = embed_dim // num_heads
+    if head_dim * num_heads != embed_dim:
+        raise ShapeError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
+    if use_separate_proj_weight:
+        if key.shape[:2] != value.shape[:2]:
+            raise ShapeError(
+                f"key's sequence and batch dims {list(key.shape[:2])} do not match value's "
+                f"{list(value.shape[:2])}"
+            )
+        separate = (q_proj_weight, k_proj_weight, v_proj_weight)
+        if any(w is None for w in separate):
+            raise TideflowError(
+                "use_separate_proj_weight is True but q_proj_weight, k_proj_weight or "
+                "v_proj_weight is None"
+            )
+    else:
+        if key.shape != value.shape:
+            raise ShapeError(
+                f"key shape {list(key.shape)} does not match value shape {list(value.shape)}"
+            )
+        if in_proj_weight is None:
+            raise TideflowError("use_separate_proj_weight is False but in_proj_weight is None")
+        separate = None
+    q, k, v = _in_projection(query, key, value, in_proj_weight, in_proj_bias, separate)
+
+    batch_heads = bsz * num_heads
+    if attn_mask is not None:
+        attn_mask = _check_attn_mask(attn_mask, tgt_len, key.shape[0], batch_heads)
+    if (bias_k is None) != (bias_v is None):
+        raise TideflowError("bias_k and bias_v must be given together")
+    if bias_k is not None:
+        if static_k is not None or static_v is not None:
+            raise TideflowError("bias cannot be added to static key or value.")
+        k = cat([k, bias_k.repeat(1, bsz, 1)])
+        v = cat([v, bias_v.repeat(1, bsz, 1)])
+        attn_mask, key_padding_mask = _pad_key(attn_mask), _pad_key(key_padding_mask)
+
+    q = _heads(q, tgt_len, batch_heads, head_dim)
+    k = _heads(k, k.shape[0], batch_heads, head_dim) if static_k is None else (
+        _static("static_k", static_k, batch_heads, head_dim))  # fmt: skip
+    v = _heads(v, v.shape[0], batch_heads, head_dim) if static_v is None else (
+        _static("static_v", static_v, batch_heads, head_dim))  # fmt: skip
+    if add_zero_attn:
+        k = cat([k, zeros(batch_heads, 1, head_dim, dtype=k.dtype, device=k.device)], 1)
+        v = cat([v, zeros(batch_heads, 1, head_dim, dtype=v.dtype, device=v.device)], 1)
+        attn_mask, key_padding_mask = _pad_key(attn_mask), _pad_key(key_padding_mask)
+    src_len = k.shape[1]
+
+    if key_padding_mask is not None:
+        if tuple(key_padding_mask.shape) != (bsz, src_len):
+            raise ShapeError(
+                f"Expected key_padding_mask of shape {(bsz, src_len)} (batch, source length), "
+                f"but got {list(key_padding_mask.shape)}"
+            )
+        per_head = key_padding_mask.view(bsz, 1, 1, src_len).expand(-1, num_heads, -1, -1)
+        per_head = per_head.reshape(batch_heads, 1, src_len)
+        attn_mask = per_head if attn_mask is None else attn_mask + per_head
+    if not training:
+        dropout_p = 0.0
+
+    if need_weights:
+        scores_q = q * math.sqrt(1.0 / head_dim)
+        if attn_mask is not None:
+            scores = baddbmm(attn_mask, scores_q, k.transpose(-2, -1))
+        else:
+            scores = bmm(scores_q, k.transpose(-2, -1))
+        weights = F.softmax(scores, dim=-1)
+        if dropout_p > 0:  # NOTE: like PyTorch, the weights returned are the dropped-out ones
+            weights = F.dropout(weights, dropout_p)
+        attended = bmm(weights, v)
+        attended = attended.transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
+        out = F.linear(attended, out_proj_weight, out_proj_bias).view(tgt_len, bsz, -1)
+        weights = weights.view(bsz, num_heads, tgt_len, src_len)
+        if average_attn_weights:
+            weights = weights.mean(dim=1)
+        if not batched:
+            out, weights = out.squeeze(1), weights.squeeze(0)
+        return out, weights
+
+    if attn_mask is not None:
+        if attn_mask.shape[0] == 1:
+            attn_mask = attn_mask.unsqueeze(0)
+        else:
+            attn_mask = attn_mask.view(bsz, num_heads, -1, src_len)
+    q = q.view(bsz, num_heads, tgt_len, head_dim)
+    k = k.view(bsz, num_heads, src_len, head_dim)
+    v = v.view(bsz, num_heads, src_len, head_dim)
+    attended = F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)
+    attended = attended.permute(2, 0, 1, 3).reshape(bsz * tgt_len, embed_dim)
+    out = F.linear(attended, out_proj_weight, out_proj_bias).view(tgt_len, bsz, -1)
+    return (out if batched else out.squeeze(1)), None
+
+
+class MultiheadAttention(Module):
+    """Attention from `query` to `key`/`value` in `num_heads` parallel heads of size
+    embed_dim // num_heads: in-projection (`in_proj_weight` (3E, E), or `q/k/v_proj_weight`
+    when kdim/vdim differ from embed_dim), scaled dot-product attention per head, and
+    `out_proj`. Optional learned key/value biases (`add_bias_kv`) and an all-zero key/value
+    (`add_zero_attn`) extend the source by one position each. Dropout applies to the
+    attention weights in training.
+
+    forward(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+    average_attn_weights=True, is_causal=False) -> (attn_output, attn_weights or None).
+
+    >>> mha = flow.nn.MultiheadAttention(16, 4, batch_first=True)
+    >>> x = flow.randn(2, 5, 16)
+    >>> out, weights = mha(x, x, x)
+    >>> out.shape, weights.shape
+    (tideflow.Size([2, 5, 16]), tideflow.Size([2, 5, 5]))
+    """
+
+    def __init__(
+        self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
+        add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None, dtype=None,
+    ) -> None:  # fmt: skip
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(
+                "embed_dim and num_heads must be greater than 0, got "
+                f"embed_dim={embed_dim} and num_heads={num_heads} instead"
+            )
+        if embed_dim % num_heads:
+            raise ValueError(
+                f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim} and "
+                f"num_heads={num_heads}"
+            )
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        self.embed_dim = embed_dim
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.batch_first = batch_first
+        self.head_dim = embed_dim // num_heads
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(empty((3 * embed_dim, embed_dim), **factory))
+            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.register_parameter(name, None)
+        else:
+            self.q_proj_weight = Parameter(empty((embed_dim, embed_dim), **factory))
+            self.k_proj_weight = Parameter(empty((embed_dim, self.kdim), **factory))
+            self.v_proj_weight = Parameter(empty((embed_dim, self.vdim), **factory))
+            self.register_parameter("in_proj_weight", None)
+        if bias:
+            self.in_proj_bias = Parameter(empty(3 * embed_dim, **factory))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, **factory)
+        if add_bias_kv:
+            self.bias_k = Parameter(empty((1, 1, embed_dim), **factory))
+            self.bias_v = Parameter(empty((1, 1, embed_dim), **factory))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
+        self._reset_parameters()
+
+    def _reset_parameters(self) -> None:
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            init.xavier_uniform_(self.q_proj_weight)
+            init.xavier_uniform_(self.k_proj_weight)
+            init.xavier_uniform_(self.v_proj_weight)
+        if self.in_proj_bias is not None:
+            init.constant_(self.in_proj_bias, 0.0)
+            init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
+
+    def forward(
+        self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+        average_attn_weights=True, is_causal=False,
+    ):  # fmt: skip
+        """query (L, N, E) ((N, L, E) with batch_first, (L, E) unbatched), key/value
+        (S, N, kdim/vdim). key_padding_mask (N, S) and attn_mask (L, S) or
+        (N * num_heads, L, S): True (bool) or the added float marks what is not attended."""
+        key_padding_mask = _canonical_mask(
+            key_padding_mask, "key_padding_mask", _none_or_dtype(attn_mask), "attn_mask",
+            query.dtype,
+        )  # fmt: skip
+        attn_mask = _canonical_mask(attn_mask, "attn_mask", None, "", query.dtype, False)
+        batch_first = self.batch_first and query.ndim == 3
+        if batch_first:
+            # NOTE: keep `query is key is value` true for self-attention (one matmul).
+            if key is value:
+                if query is key:
+                    query = key = value = query.transpose(1, 0)
+                else:
+                    query, key = (x.transpose(1, 0) for x in (query, key))
+                    value = key
+            else:
+                query, key, value = (x.transpose(1, 0) for x in (query, key, value))
+        separate = {}
+        if not self._qkv_same_embed_dim:
+            separate = {
+                "use_separate_proj_weight": True,
+                "q_proj_weight": self.q_proj_weight,
+                "k_proj_weight": self.k_proj_weight,
+                "v_proj_weight": self.v_proj_weight,
+            }
+        out, weights = multi_head_attention_forward(
+            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight,
+            self.in_proj_bias, self.bias_k, self.bias_v, self.add_zero_attn, self.dropout,
+            self.out_proj.weight, self.out_proj.bias, training=self.training,
+            key_padding_mask=key_padding_mask, need_weights=need_weights, attn_mask=attn_mask,
+            average_attn_weights=average_attn_weights, is_causal=is_causal, **separate,
+        )  # fmt: skip
+        return (out.transpose(1, 0) if batch_first else out), weights

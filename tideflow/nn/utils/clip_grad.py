@@ -1,0 +1,117 @@
+"""Gradient clipping: by the total norm of all gradients, or by value."""
+
+from __future__ import annotations
+
+import types
+import warnings
+from collections.abc import Iterable
+
+from ...framework.errors import TideflowError
+from ...framework.grad_mode import no_grad
+from ...framework.tensor import Tensor
+from ...ops.creation import tensor
+from ...ops.reduction import vector_norm
+from ...ops.shape import stack
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm"]
+
+_TensorOrTensors = Tensor | Iterable[Tensor]
+
+
+def _as_list(tensors: _TensorOrTensors) -> list[Tensor]:
+    return [tensors] if isinstance(tensors, Tensor) else list(tensors)
+
+
+def get_total_norm(
+    tensors: _TensorOrTensors, norm_type: float = 2.0, error_if_nonfinite: bool = False,
+    foreach: bool | None = None,
+) -> Tensor:  # fmt: skip
+    """The `norm_type`-norm of all `tensors` together, as if concatenated into one vector
+    (`inf` for the max-norm). 0 for no tensors. `foreach` is accepted for PyTorch
+    compatibility; tideflow has one implementation.
+
+    >>> flow.nn.utils.get_total_norm([flow.tensor([3.0]), flow.tensor([4.0])])
+    tensor(5.)
+    """
+    tensors = _as_list(tensors)
+    norm_type = float(norm_type)
+    if not tensors:
+        return tensor(0.0)
+    with no_grad():
+        norms = stack([vector_norm(t, norm_type) for t in tensors])
+        total_norm = vector_norm(norms, norm_type)
+    if error_if_nonfinite and not bool(total_norm.isfinite()):
+        raise TideflowError(
+            f"The total norm of order {norm_type} for gradients from `parameters` is "
+            "non-finite, so it cannot be clipped. To disable this error and scale the "
+            "gradients by the non-finite norm anyway, set `error_if_nonfinite=False`"
+        )
+    return total_norm
+
+
+def clip_grads_with_norm_(
+    parameters: _TensorOrTensors, max_norm: float, total_norm: Tensor,
+    foreach: bool | None = None,
+) -> None:  # fmt: skip
+    """Scale the gradients of `parameters` in place by `min(1, max_norm / (total_norm +
+    1e-6))`, given a `total_norm` from `get_total_norm` (possibly of other tensors).
+
+    >>> w = flow.ones(4, requires_grad=True)
+    >>> (w * 3).sum().backward()
+    >>> flow.nn.utils.clip_grads_with_norm_([w], 1.0, flow.tensor(6.0))
+    """
+    grads = [p.grad for p in _as_list(parameters) if p.grad is not None]
+    if not grads:
+        return
+    with no_grad():
+        # NOTE: always a multiplication (by 1 when below the limit), never a branch on the
+        # norm's value: the step stays the same code whatever the data.
+        clip_coef = (float(max_norm) / (total_norm + 1e-6)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(clip_coef)
+
+
+def clip_grad_norm_(
+    parameters: _TensorOrTensors, max_norm: float, norm_type: float = 2.0,
+    error_if_nonfinite: bool = False, foreach: bool | None = None,
+) -> Tensor:  # fmt: skip
+    """Rescale the gradients of `parameters` in place so that their total `norm_type`-norm
+    is at most `max_norm`; returns the total norm before clipping. With
+    `error_if_nonfinite`, a nan or inf total norm raises instead.
+
+    >>> model = flow.nn.Linear(4, 2)
+    >>> model(flow.randn(8, 4)).pow(2).sum().backward()
+    >>> total = flow.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+    """
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    else:
+        is_generator = isinstance(parameters, types.GeneratorType)
+        parameters = list(parameters)
+        if is_generator and not parameters:
+            warnings.warn(
+                "`parameters` is an empty generator, no gradient clipping will occur.",
+                stacklevel=2,
+            )
+    grads = [p.grad for p in parameters if p.grad is not None]
+    total_norm = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
+    clip_grads_with_norm_(parameters, max_norm, total_norm, foreach)
+    return total_norm
+
+
+def clip_grad_value_(
+    parameters: _TensorOrTensors, clip_value: float, foreach: bool | None = None
+) -> None:
+    """Clamp the gradients of `parameters` in place to [-clip_value, clip_value].
+
+    >>> w = flow.ones(3, requires_grad=True)
+    >>> (w * 5).sum().backward()
+    >>> flow.nn.utils.clip_grad_value_([w], 0.5)
+    >>> w.grad
+    tensor([0.5000, 0.5000, 0.5000])
+    """
+    clip_value = float(clip_value)
+    with no_grad():
+        for p in _as_list(parameters):
+            if p.grad is not None:
+                p.grad.clamp_(min=-clip_value, max=clip_value)
