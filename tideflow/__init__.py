@@ -5,7 +5,7 @@ x = flow.randn(3, requires_grad=True)
 (x * x).sum().backward()
 """
 
-from . import amp, autograd, linalg, nn, ops, optim, utils
+from . import amp, autograd, comm, distributed, env, linalg, nn, ops, optim, parallel, utils
 from .amp import autocast
 from .framework.device import device
 from .framework.dtype import DType as dtype
@@ -51,6 +51,7 @@ from .ops.random import *
 from .ops.reduction import *
 from .ops.shape import *
 from .ops.unary import *
+from .parallel import placement, sbp
 
 half = float16
 float = float32

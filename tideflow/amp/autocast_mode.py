@@ -116,7 +116,12 @@ class autocast:
         return self
 
     def __exit__(self, *exc) -> None:
-        _STATE.dtype, _STATE.cache, _STATE.handler, MODE.handler = self._saved
+        dtype, cache, handler, mode_handler = self._saved
+        _STATE.dtype, _STATE.cache = dtype, cache
+        # NOTE: a mode installed inside the region (the global-tensor mode, on the first
+        # global tensor) stays; our handler then remains in its chain, passing calls through.
+        if MODE.handler is _STATE.handler:
+            _STATE.handler, MODE.handler = handler, mode_handler
 
     def __call__(self, func):
         @functools.wraps(func)

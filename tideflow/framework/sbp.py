@@ -36,11 +36,17 @@ class _Broadcast(SbpParallel):
     def __repr__(self) -> str:
         return "B"
 
+    def __reduce__(self) -> str:  # copies and pickles stay the singleton (compared by `is`)
+        return "B"
+
 
 class _PartialSum(SbpParallel):
     __slots__ = ()
 
     def __repr__(self) -> str:
+        return "P"
+
+    def __reduce__(self) -> str:
         return "P"
 
 

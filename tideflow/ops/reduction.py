@@ -325,7 +325,8 @@ def _mean_local_attrs(attrs: dict, sig: Signature, x: Meta) -> dict:
 
 def _mean_grad(ctx, gy):
     shape = ctx.input_shape(0)
-    n = _numel(shape, normalize_dims("mean", ctx.dim, len(shape)))
+    # NOTE: on a shard of a split reduced axis `count` is the logical element count
+    n = ctx.attrs.get("count") or _numel(shape, normalize_dims("mean", ctx.dim, len(shape)))
     return (expand_reduced(gy, shape, ctx.dim, ctx.keepdim) / n,)
 
 

@@ -1,5 +1,6 @@
-"""Utilities: `tideflow.utils.data` (datasets, samplers, DataLoader)."""
+"""Utilities: `data` (datasets, samplers, DataLoader) and `global_view` (nested containers of
+global tensors)."""
 
-from . import data
+from . import data, global_view
 
-__all__ = ["data"]
+__all__ = ["data", "global_view"]

@@ -13,6 +13,7 @@ from ...framework.errors import ShapeError, TideflowError
 from ...framework.grad_mode import no_grad
 from ...framework.node import RemovableHandle
 from ...framework.tensor import Tensor
+from ...parallel.to_global import module_to_global
 from ..parameter import Buffer, Parameter
 
 _hook_ids = itertools.count()
@@ -322,6 +323,11 @@ class Module:
 
     def cpu(self) -> Module:
         return self
+
+    def to_global(self, placement=None, sbp=None) -> Module:
+        """Make every parameter and buffer global on `placement` with `sbp` (which may be a
+        function of the tensor), in place: optimizers holding the parameters stay valid."""
+        return module_to_global(self, placement, sbp)
 
     def type(self, dst_type) -> Module:
         return self.to(dst_type)

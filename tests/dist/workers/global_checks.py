@@ -1,0 +1,44 @@
+"""Helpers of the global-tensor workers: global tensors from one NumPy value, and checks
+that compare with the single-process result on every rank."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+import tideflow as flow
+import tideflow.parallel as par
+from tideflow.distributed.world import get_world
+
+S = par.sbp
+LAYOUTS = (S.split(0), S.split(1), S.broadcast, S.partial_sum)
+RANK = get_world().rank
+SIZE = get_world().size
+
+
+def global_of(value: np.ndarray, where, sbp, requires_grad: bool = False):
+    """The global tensor whose logical value is `value` (every rank knows it)."""
+    return par.create_global(
+        lambda shape: flow.tensor(value), value.shape, where, sbp, requires_grad=requires_grad
+    )
+
+
+def close(got, want, what, atol: float = 1e-5) -> None:
+    got = np.asarray(got)
+    assert got.shape == np.shape(want), f"{what}: shape {got.shape}, expected {np.shape(want)}"
+    assert np.allclose(got, want, atol=atol, rtol=1e-5), f"{what}: {got} != {want}"
+
+
+def raises(error: type, pattern: str, fn) -> None:
+    """`fn()` raises `error` with a message matching `pattern` (on this rank)."""
+    try:
+        fn()
+    except error as e:
+        assert re.search(pattern, str(e)), f"message {str(e)!r} does not match {pattern!r}"
+        return
+    raise AssertionError(f"expected {error.__name__} matching {pattern!r}")
+
+
+def done() -> None:
+    print(f"rank {RANK}: ok", flush=True)

@@ -1,0 +1,124 @@
+"""A failure on one rank ends every rank of the job.
+
+With MPI, a rank that dies of an uncaught exception leaves the others waiting in their next
+collective forever: Python's exit runs MPI_Finalize, which waits for them too. So on a
+launched rank tideflow replaces `sys.excepthook` and `threading.excepthook`: they print
+"tideflow: rank R failed: ..." with the traceback and abort the whole job, through
+MPI_Abort when this process has initialized MPI, else by killing this process, which makes
+the launcher tear the job down (a rank that never initialized MPI cannot reach the others,
+and they cannot have finished MPI_Init without it).
+
+`Watchdog` bounds blocking communication: a call that runs longer than its timeout aborts
+the job with a message naming the call, instead of hanging on a dead or mismatched peer.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+
+_state = {"rank": None}
+
+
+def install(rank: int) -> None:
+    """Make an uncaught exception in any thread of this process end the job (idempotent)."""
+    _state["rank"] = rank
+    if sys.excepthook is not _excepthook:
+        sys.excepthook = _excepthook
+    if threading.excepthook is not _thread_excepthook:
+        threading.excepthook = _thread_excepthook
+
+
+def installed() -> bool:
+    return sys.excepthook is _excepthook
+
+
+def uninstall() -> None:
+    """Restore Python's own hooks."""
+    sys.excepthook = sys.__excepthook__
+    threading.excepthook = threading.__excepthook__
+
+
+def abort(message: str, exit_code: int = 1) -> None:
+    """Print `message` and end every rank of the job with `exit_code`."""
+    sys.stderr.write(message if message.endswith("\n") else message + "\n")
+    sys.stderr.flush()
+    sys.stdout.flush()
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.COMM_WORLD.Abort(exit_code)
+    # NOTE: MPI is not up in this process, so no other rank got past MPI_Init: the launcher
+    # sees this rank killed and ends the job (Hydra always; srun with --kill-on-bad-exit).
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def failure_message(exc_type, exc, tb, where: str = "") -> str:
+    """'tideflow: rank R failed[ in thread T]: Error: text', then the traceback."""
+    summary = "".join(traceback.format_exception_only(exc_type, exc)).strip()
+    text = "".join(traceback.format_exception(exc_type, exc, tb))
+    return f"tideflow: rank {_state['rank']} failed{where}: {summary}\n{text}"
+
+
+def _excepthook(exc_type, exc, tb) -> None:
+    abort(failure_message(exc_type, exc, tb))
+
+
+def _thread_excepthook(args) -> None:
+    if args.exc_type is SystemExit:  # Python ignores SystemExit in threads; so do we
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    abort(failure_message(args.exc_type, args.exc_value, args.exc_traceback, f" in thread {name}"))
+
+
+class Watchdog:
+    """Aborts the job when a blocking call runs longer than `timeout` seconds.
+
+    `with watchdog("allreduce", "ranks [0, 1]"):` marks a call; one daemon thread checks the
+    calls in flight (one per thread) a few times per timeout. Entering and leaving cost two
+    dict operations, so every collective can afford it."""
+
+    def __init__(self, timeout: float, rank: int) -> None:
+        self.set_timeout(timeout)
+        self.rank = rank
+        self._calls: dict[int, tuple[str, str, float]] = {}
+        self._thread = threading.Thread(target=self._watch, name="tideflow-watchdog", daemon=True)
+        self._thread.start()
+
+    def set_timeout(self, timeout: float) -> None:
+        if not timeout > 0:
+            raise ValueError(f"the communication timeout must be positive, got {timeout}")
+        self.timeout = float(timeout)
+
+    def __call__(self, call: str, group: str) -> _Watched:
+        return _Watched(self._calls, call, group)
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(min(max(self.timeout / 4, 0.01), 5.0))
+            now = time.monotonic()
+            for call, group, started in list(self._calls.values()):
+                if now - started > self.timeout:
+                    abort(
+                        f"tideflow: rank {self.rank}: {call} on {group} did not finish within "
+                        f"{self.timeout:g} s (a rank failed, or the ranks called different "
+                        "collectives); aborting the job"
+                    )
+
+
+class _Watched:
+    __slots__ = ("call", "calls", "group")
+
+    def __init__(self, calls: dict, call: str, group: str) -> None:
+        self.calls = calls
+        self.call = call
+        self.group = group
+
+    def __enter__(self) -> None:
+        self.calls[threading.get_ident()] = (self.call, self.group, time.monotonic())
+
+    def __exit__(self, *exc) -> None:
+        self.calls.pop(threading.get_ident(), None)

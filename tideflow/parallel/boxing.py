@@ -1,0 +1,271 @@
+"""Boxing: converting a global tensor's layout, on the local shards, with its gradient.
+
+Each conversion of one placement axis is the collective of its kind:
+
+    S(i) -> B     all-gather            P -> B     all-reduce
+    P -> S(i)     reduce-scatter        S(i) -> S(j)  all-to-all
+    B -> S(i)     local slice           B -> P     rank 0 of the axis keeps, others zero
+    S(i) -> P     local: zeros around the shard
+
+A placement change (`move`) gathers on the old ranks, sends to the new ones and cuts there.
+Every conversion is an autograd Function whose backward is the *dual* conversion: gradients
+of a global tensor are held on the ranks in the dual layout (`_layout.dual`: split stays
+split, the gradients of a broadcast tensor are partial, a partial tensor's gradient is
+broadcast), so S->B has P->S as backward, B->S has S->P, P->B has P->B, and so on. The
+backward of a conversion is itself a conversion, so higher-order gradients work.
+
+On an n-D placement conversions go axis by axis. Converting one axis alone is correct unless a
+later axis splits a dim this one splits or gathers (nested splits do not commute); then the
+tensor goes through broadcast on every axis instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..autograd.function import Function
+from ..framework.sbp import B, P, SbpParallel, Split
+from ..framework.tensor import Tensor, make_tensor
+from . import _comm
+from ._layout import dual, dual_nd, shard_index, shard_shape, split_range, split_sizes
+from .placement import placement as Placement
+
+_MOVE_TAG = 0x7F10  # the tag of placement-move messages on the world communicator
+
+
+@dataclass(frozen=True)
+class AxisStep:
+    """Convert placement axis `axis` from `src` to `dst`. `group`: the world ranks that
+    convert together (this rank is `group[index]`); `lengths`: for each tensor dim that `src`
+    or `dst` splits, its length before this axis splits it."""
+
+    group: tuple[int, ...]
+    index: int
+    src: SbpParallel
+    dst: SbpParallel
+    lengths: tuple[tuple[int, int], ...]  # (dim, length) pairs
+
+    def dual(self) -> AxisStep:
+        return AxisStep(self.group, self.index, dual(self.dst), dual(self.src), self.lengths)
+
+    def sizes(self, dim: int) -> list[int]:
+        return split_sizes(dict(self.lengths)[dim], len(self.group))
+
+
+class _AxisConversion(Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, step: AxisStep) -> Tensor:
+        ctx.step = step
+        return make_tensor(_convert(x._data, step))
+
+    @staticmethod
+    def backward(ctx, gy: Tensor):
+        return _AxisConversion.apply(gy, ctx.step.dual()), None
+
+
+def _convert(a: np.ndarray, step: AxisStep) -> np.ndarray:
+    src, dst = step.src, step.dst
+    if len(step.group) == 1:  # a world of one: every layout holds the whole tensor
+        return a.copy()
+    if isinstance(src, Split) and dst is B:
+        return _allgather(a, step, src.axis)
+    if src is P and dst is B:
+        out = np.empty(a.shape, a.dtype)  # C order, like the contiguous send buffer
+        _comm.comm_for(step.group).allreduce(np.ascontiguousarray(a), out, _comm.ReduceOp.SUM)
+        return out
+    if src is P and isinstance(dst, Split):
+        return _reduce_scatter(a, step, dst.axis)
+    if isinstance(src, Split) and isinstance(dst, Split):
+        return _alltoall(a, step, src.axis, dst.axis)
+    if src is B and isinstance(dst, Split):
+        lo, hi = split_range(a.shape[dst.axis], len(step.group), step.index)
+        return a[(slice(None),) * dst.axis + (slice(lo, hi),)].copy()
+    if src is B and dst is P:
+        return a.copy() if step.index == 0 else np.zeros_like(a)
+    if isinstance(src, Split) and dst is P:
+        sizes = step.sizes(src.axis)
+        shape = list(a.shape)
+        shape[src.axis] = sum(sizes)
+        out = np.zeros(shape, a.dtype)
+        lo = sum(sizes[: step.index])
+        out[(slice(None),) * src.axis + (slice(lo, lo + a.shape[src.axis]),)] = a
+        return out
+    raise AssertionError(f"no conversion from {src} to {dst}")
+
+
+def _front(a: np.ndarray, dim: int) -> np.ndarray:
+    """`dim` moved first, C-contiguous: the blocks of a split along `dim` are then contiguous
+    runs of elements, the layout MPI's variable-count collectives take."""
+    return np.ascontiguousarray(np.moveaxis(a, dim, 0))
+
+
+def _back(a: np.ndarray, dim: int) -> np.ndarray:
+    return np.ascontiguousarray(np.moveaxis(a, 0, dim))
+
+
+def _allgather(a: np.ndarray, step: AxisStep, dim: int) -> np.ndarray:
+    front = _front(a, dim)
+    inner = math.prod(front.shape[1:])
+    sizes = step.sizes(dim)
+    out = np.empty((sum(sizes), *front.shape[1:]), a.dtype)
+    _comm.comm_for(step.group).allgather(
+        front.reshape(-1), out.reshape(-1), [n * inner for n in sizes]
+    )
+    return _back(out, dim)
+
+
+def _reduce_scatter(a: np.ndarray, step: AxisStep, dim: int) -> np.ndarray:
+    front = _front(a, dim)
+    inner = math.prod(front.shape[1:])
+    sizes = step.sizes(dim)
+    out = np.empty((sizes[step.index], *front.shape[1:]), a.dtype)
+    counts = [n * inner for n in sizes]
+    _comm.comm_for(step.group).reduce_scatter(
+        front.reshape(-1), out.reshape(-1), _comm.ReduceOp.SUM, counts
+    )
+    return _back(out, dim)
+
+
+def _alltoall(a: np.ndarray, step: AxisStep, src_dim: int, dst_dim: int) -> np.ndarray:
+    """Rank q receives from every rank its shard of `src_dim` cut to q's range of `dst_dim`,
+    and stacks them along `src_dim`."""
+    n = len(step.group)
+    src_sizes, dst_sizes = step.sizes(src_dim), step.sizes(dst_dim)
+    front = np.moveaxis(a, src_dim, 0)
+    cut_dim = dst_dim + (dst_dim < src_dim)  # where dst_dim is after moving src_dim first
+    bounds = np.cumsum([0, *dst_sizes])
+    blocks = [
+        np.ascontiguousarray(front[(slice(None),) * cut_dim + (slice(bounds[q], bounds[q + 1]),)])
+        for q in range(n)
+    ]
+    sendbuf = np.concatenate([b.reshape(-1) for b in blocks])
+    mine = list(front.shape)
+    mine[cut_dim] = dst_sizes[step.index]
+    inner = math.prod(mine[1:])  # elements per row of src_dim, once cut to this rank's range
+    out = np.empty((sum(src_sizes), *mine[1:]), a.dtype)
+    _comm.comm_for(step.group).alltoall(
+        sendbuf,
+        out.reshape(-1),
+        [b.size for b in blocks],
+        [m * inner for m in src_sizes],
+    )
+    return _back(out, src_dim)
+
+
+# -- n-D conversions ---------------------------------------------------------------------------
+def _plan(src: tuple, dst: tuple) -> list[tuple[int, SbpParallel, SbpParallel, tuple]]:
+    """(axis, from, to, layout before the step) for each step from `src` to `dst`."""
+    state = list(src)
+    steps = []
+    for axis in reversed(range(len(src))):  # inner axes first: they split what outer ones left
+        if src[axis] == dst[axis]:
+            continue
+        touched = {s.axis for s in (src[axis], dst[axis]) if isinstance(s, Split)}
+        later = {s.axis for s in state[axis + 1 :] if isinstance(s, Split)}
+        if touched & later:
+            return _plan_through_broadcast(src, dst)
+        steps.append((axis, src[axis], dst[axis], tuple(state)))
+        state[axis] = dst[axis]
+    return steps
+
+
+def _plan_through_broadcast(src: tuple, dst: tuple) -> list:
+    state = list(src)
+    steps = []
+    for axis in reversed(range(len(src))):
+        if state[axis] is not B:
+            steps.append((axis, state[axis], B, tuple(state)))
+            state[axis] = B
+    for axis in range(len(dst)):
+        if dst[axis] is not B:
+            steps.append((axis, B, dst[axis], tuple(state)))
+            state[axis] = dst[axis]
+    return steps
+
+
+def box(x: Tensor, shape: tuple, where: Placement, src: tuple, dst: tuple) -> Tensor:
+    """The local shard `x` of a tensor of logical `shape` laid out as `src` on `where`,
+    converted to `dst` (differentiably). Ranks outside the placement get `x` back."""
+    if src == dst:
+        return x
+    coord = where.coordinate(_comm.world_rank())
+    if coord is None:
+        return x
+    hierarchy = tuple(where.hierarchy)
+    for axis, a, b, state in _plan(src, dst):
+        parent = shard_shape(shape, state, hierarchy, coord, upto=axis)
+        lengths = tuple((s.axis, parent[s.axis]) for s in {a, b} if isinstance(s, Split))
+        step = AxisStep(where.axis_group(axis, coord), coord[axis], a, b, lengths)
+        x = _AxisConversion.apply(x, step)
+    return x
+
+
+# -- placement changes -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Move:
+    shape: tuple
+    dtype: np.dtype
+    src: Placement
+    src_sbp: tuple
+    dst: Placement
+    dst_sbp: tuple
+
+    def reverse(self) -> Move:
+        return Move(
+            self.shape, self.dtype, self.dst, dual_nd(self.dst_sbp), self.src, dual_nd(self.src_sbp)
+        )
+
+
+class _PlacementMove(Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, move: Move) -> Tensor:
+        ctx.move = move
+        return make_tensor(_move(x, move))
+
+    @staticmethod
+    def backward(ctx, gy: Tensor):
+        return _PlacementMove.apply(gy, ctx.move.reverse()), None
+
+
+def _move(x: Tensor, move: Move) -> np.ndarray:
+    me = _comm.world_rank()
+    whole = None
+    if move.src.coordinate(me) is not None:
+        whole = box(x, move.shape, move.src, move.src_sbp, (B,) * move.src.ndim)._data
+    senders = move.src.flat_ranks
+    receivers = [r for r in move.dst.flat_ranks if r not in senders]
+    if receivers:
+        world = _comm.comm_for(None)
+        for k, r in enumerate(receivers):  # each receiver from one sender, round robin
+            sender = senders[k % len(senders)]
+            if me == sender:
+                world.send(np.ascontiguousarray(whole), r, _MOVE_TAG)
+            elif me == r:
+                whole = np.empty(move.shape, move.dtype)
+                world.recv(whole, sender, _MOVE_TAG)
+    coord = move.dst.coordinate(me)
+    if coord is None:
+        return empty_shard(move.shape, move.dtype)
+    return cut(whole, move.shape, move.dst, move.dst_sbp, coord)
+
+
+def cut(whole: np.ndarray, shape: tuple, where: Placement, nd: tuple, coord: tuple) -> np.ndarray:
+    """Rank `coord`'s shard of the whole tensor under layout `nd`: its slices, and zeros
+    unless it is the first rank along every partial axis."""
+    hierarchy = tuple(where.hierarchy)
+    if any(s is P and c != 0 for s, c in zip(nd, coord, strict=True)):
+        return np.zeros(shard_shape(shape, nd, hierarchy, coord), whole.dtype)
+    return whole[shard_index(shape, nd, hierarchy, coord)].copy()
+
+
+def move(x: Tensor, move: Move) -> Tensor:
+    """`x` (a shard on `move.src`) as a shard on `move.dst`, differentiably."""
+    return _PlacementMove.apply(x, move)
+
+
+def empty_shard(shape: tuple, dtype) -> np.ndarray:
+    """What a rank outside a tensor's placement holds: nothing, with the tensor's rank."""
+    return np.empty((0,) * max(len(shape), 1), dtype)
