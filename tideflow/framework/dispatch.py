@@ -280,7 +280,7 @@ def kernel_error(op: OpDef, args: tuple, attrs: dict, err: Exception) -> Tideflo
         infer(op, args, attrs)
     except TideflowError as e:
         return e
-    except Exception:
+    except Exception:  # NOTE: a meta rule that breaks on these operands adds nothing
         pass
     return TideflowError(f"{op.name}: {describe(args, attrs)}: {type(err).__name__}: {err}")
 
