@@ -17,7 +17,15 @@ import numpy as np
 import pytest
 
 import tideflow as flow
-from tideflow.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset, get_worker_info
+from tideflow.utils.data import (
+    DataLoader,
+    Dataset,
+    IterableDataset,
+    TensorDataset,
+    default_convert,
+    get_worker_info,
+)
+from tideflow.utils.data._utils.worker import worker_loop
 
 pytestmark = [
     pytest.mark.timeout(60),
@@ -116,6 +124,31 @@ class Sleeps(Dataset):
         if i == 1:
             time.sleep(30)
         return i
+
+
+class Large(Dataset):
+    """One sample far larger than a pipe's buffer: writing it blocks until it is read."""
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, i):
+        return np.zeros(2**20)
+
+
+class CrashesAfterItsStream(IterableDataset):
+    """Worker 0's stream is empty and the worker is killed on its way out, after it was told
+    to stop; worker 1 does not answer for 30 s, like a worker whose replies wait on the
+    result queue's write lock that a killed worker left held."""
+
+    def __iter__(self):
+        if get_worker_info().id == 0:
+            multiprocessing.util.Finalize(
+                None, os.kill, (os.getpid(), signal.SIGKILL), exitpriority=100
+            )
+        else:
+            time.sleep(30)
+        return iter(())
 
 
 class Unpicklable(Dataset):
@@ -380,6 +413,53 @@ def test_killed_worker_is_reported_without_hanging():
     with pytest.raises(RuntimeError, match=r"worker 1 \(pid \d+, killed by signal SIGKILL\)"):
         list(DataLoader(KillsItself(), num_workers=2))
     assert time.monotonic() - start < 10
+
+
+def test_crash_of_a_worker_whose_stream_ended_is_reported_without_hanging():
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"worker 0 \(pid \d+, killed by signal SIGKILL\)"):
+        list(DataLoader(CrashesAfterItsStream(), num_workers=2))
+    assert time.monotonic() - start < 10
+
+
+def _start_worker(dataset):
+    """A bare `worker_loop` (one worker, map-style, no batching) and its queues."""
+    context = multiprocessing.get_context("fork")
+    index_queue, result_queue, done_event = context.Queue(), context.Queue(), context.Event()
+    args = (index_queue, result_queue, done_event, 0, 1, False, dataset, False, default_convert)
+    worker = context.Process(target=worker_loop, args=(*args, False, 0, None), daemon=True)
+    worker.start()
+    return worker, index_queue, result_queue, done_event
+
+
+def test_worker_stopped_mid_epoch_finishes_writing_its_reply_before_exiting():
+    # NOTE: all workers share the result queue's write lock, held while a reply is written. A
+    # worker exiting mid-write (its stream ended, its last reply still going out) would leave
+    # the lock held, and every other worker unable to reply: the DataLoader would hang.
+    worker, index_queue, result_queue, _ = _start_worker(Large())
+    index_queue.put((0, 0))
+    index_queue.put(None)  # stop, while the reply is still being written
+    worker.join(timeout=1)
+    assert worker.is_alive()
+    task_idx, batch = pickle.loads(result_queue.get(timeout=10))
+    assert task_idx == 0 and batch.shape == (2**20,)
+    worker.join(timeout=10)
+    assert worker.exitcode == 0
+    result_queue.put("next")
+    assert result_queue.get(timeout=10) == "next"  # the write lock was released
+
+
+def test_worker_shutting_down_exits_without_waiting_for_its_reply_to_be_read():
+    worker, index_queue, result_queue, done_event = _start_worker(Large())
+    index_queue.put((0, 0))
+    deadline = time.monotonic() + 10
+    while result_queue.empty() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not result_queue.empty()  # the reply is being written; nobody will read it
+    done_event.set()
+    index_queue.put(None)
+    worker.join(timeout=10)
+    assert worker.exitcode == 0
 
 
 def test_timeout_bounds_the_wait_for_a_batch():

@@ -104,6 +104,7 @@ class _MultiProcessingDataLoaderIter(_BaseDataLoaderIter):
         # The pool, not the iterator, is the finalizer's argument: dropping the iterator
         # (or exiting the interpreter) shuts the workers down.
         self._shutdown = weakref.finalize(self, self._pool.shutdown)
+        self._crashes_reported: set[int] = set()  # workers whose abnormal exit was raised
         self._reset(loader, first_iter=True)
 
     def _reset(self, loader, first_iter: bool = False) -> None:
@@ -217,15 +218,26 @@ class _MultiProcessingDataLoaderIter(_BaseDataLoaderIter):
                 raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
 
     def _raise_if_workers_died(self, cause: BaseException | None = None) -> None:
+        """Raise if a worker that owes replies has exited, or if any worker crashed (exited
+        with an error code or a signal), even one whose stream had ended: a worker killed
+        while writing a reply leaves the result queue's shared write lock held, and no other
+        worker can reply after it. A crash is reported once; a worker that owes replies, each
+        epoch it is found exited."""
         dead = [
             (worker_id, worker)
             for worker_id, worker in enumerate(self._pool.workers)
-            if self._workers_status[worker_id] and not worker.is_alive()
+            if not worker.is_alive()
+            and (
+                self._workers_status[worker_id]
+                or (worker.exitcode != 0 and worker_id not in self._crashes_reported)
+            )
         ]
         if not dead:
             return
-        for worker_id, _ in dead:
+        for worker_id, worker in dead:
             self._workers_status[worker_id] = False
+            if worker.exitcode != 0:
+                self._crashes_reported.add(worker_id)
         details = ", ".join(
             f"worker {worker_id} (pid {worker.pid}, {_exit_description(worker)})"
             for worker_id, worker in dead

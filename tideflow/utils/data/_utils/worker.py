@@ -109,10 +109,26 @@ def worker_loop(
             del task, index, reply  # do not hold a batch while waiting for the next task
     except KeyboardInterrupt:
         pass  # Ctrl-C reaches the main process too; it shuts the workers down
-    # NOTE: every reply the main process still wants was read before it told this worker to
-    # stop; an orphan's replies have no reader. Exiting must not wait to flush the queue.
-    result_queue.cancel_join_thread()
+    _close_result_queue(result_queue, abandoned=done_event.is_set() or os.getppid() != parent)
+
+
+def _close_result_queue(result_queue, abandoned: bool) -> None:
+    """Close this worker's end of the shared result queue before the process exits.
+
+    The queue's feeder thread holds a lock shared by all workers while it writes a reply, and
+    a process exits without waiting for that (daemon) thread, killing it wherever it is unless
+    the queue's finalizer joins it. A worker told to stop in the middle of an epoch (its
+    IterableDataset shard ended) must therefore wait for the thread to finish: killed between
+    writing its last reply and releasing the lock, it would leave every other worker unable to
+    reply, and the main process waiting forever. The wait is short: that last reply has been
+    read, or the worker would not have been told to stop. Only when nobody will read (the
+    loader is shutting down, or the main process is gone) could a full pipe block the wait,
+    and then exiting at once is what matters.
+    """
+    if abandoned:
+        result_queue.cancel_join_thread()
     result_queue.close()
+    result_queue.join_thread()
 
 
 def _fetch(fetcher, index, is_iterable: bool, worker_id: int, where: str):
