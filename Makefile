@@ -16,6 +16,7 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) examples/polyfit.py
+	$(PY) examples/train_gpt.py
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadfile
@@ -34,6 +35,7 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
+	$(PY) benchmarks/comm.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

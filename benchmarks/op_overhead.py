@@ -46,7 +46,8 @@ def run() -> list[tuple[str, float, float | None]]:
     except ImportError:
         theirs = {}
     else:
-        torch.set_num_threads(1)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # per-op overhead: no intra-op threads, as NumPy on tiny arrays
         theirs = _cases(
             torch,
             torch.tensor(data[0]),
@@ -58,6 +59,8 @@ def run() -> list[tuple[str, float, float | None]]:
         t = _median_us(fn, number)
         ref = _median_us(theirs[name][0], number) if name in theirs else None
         rows.append((name, t, ref))
+    if theirs:
+        torch.set_num_threads(threads)
     return rows
 
 

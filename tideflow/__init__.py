@@ -5,7 +5,20 @@ x = flow.randn(3, requires_grad=True)
 (x * x).sum().backward()
 """
 
-from . import amp, autograd, comm, distributed, env, linalg, nn, ops, optim, parallel, utils
+from . import (
+    amp,
+    autograd,
+    comm,
+    distributed,
+    env,
+    linalg,
+    models,
+    nn,
+    ops,
+    optim,
+    parallel,
+    utils,
+)
 from .amp import autocast
 from .framework.device import device
 from .framework.dtype import DType as dtype

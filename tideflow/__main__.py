@@ -1,0 +1,7 @@
+"""`python -m tideflow ...` runs the `tideflow` command line."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
