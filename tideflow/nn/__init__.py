@@ -1,8 +1,12 @@
 """Neural-network building blocks: Module and layers, `functional` (the stateless ops)."""
 
-from . import functional, init, utils
+from . import functional, graph, init, utils
+from .graph import Graph, GraphConfig
 from .modules import *  # noqa: F403
 from .modules import __all__ as _modules_all
 from .parameter import Buffer, Parameter
 
-__all__ = ["Buffer", "Parameter", "functional", "init", "utils", *_modules_all]
+__all__ = [
+    "Buffer", "Graph", "GraphConfig", "Parameter", "functional", "graph", "init", "utils",
+    *_modules_all,
+]  # fmt: skip

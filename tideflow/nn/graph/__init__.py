@@ -1,0 +1,6 @@
+"""Static graphs: `nn.Graph` traces a step once, compiles it and runs it on the actor runtime."""
+
+from .config import GraphConfig
+from .graph import Graph
+
+__all__ = ["Graph", "GraphConfig"]

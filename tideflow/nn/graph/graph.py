@@ -1,0 +1,269 @@
+"""`nn.Graph`: define a step in `build`, call it like a function; the first call compiles it."""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections import OrderedDict
+
+from ...compiler import Program
+from ...compiler.lazy import is_lazy
+from ...framework.errors import TideflowError
+from ...framework.grad_mode import is_grad_enabled
+from ..modules.module import Module
+from .compiled import CompiledGraph
+from .config import GraphConfig
+from .structure import flatten_inputs, unflatten
+
+_graph_ids = itertools.count()
+
+
+class Graph:
+    """A static graph: the step written in `build` is traced once, compiled into a plan
+    (autograd, optimizer update, passes over the IR) and run on the streaming actor runtime.
+
+    Assign the modules the step uses as attributes in `__init__` and add the optimizer with
+    `add_optimizer`; `build` then computes the loss and calls `loss.backward()` as eager code
+    would, and the graph runs the optimizer's step after it (no `zero_grad`, no `step` in
+    build). Modules, parameters and optimizer state are shared with eager code: after a call,
+    `model.state_dict()` shows the updated weights, and eager changes are seen by the next
+    call. Gradients inside a graph are values of the plan: the eager `.grad`s stay untouched.
+
+    Each new input signature (the shapes and dtypes of the tensor arguments, the values of
+    the others, grad mode and the training flags of the graph's modules) compiles another
+    plan; the `config.set_plan_cache_size` most recently used ones are kept. `build` is
+    traced without data: Python control flow on tensor values raises an error naming the
+    line. Tensors captured from Python scope (not parameters or buffers of the graph's
+    modules) are constants of the plan.
+
+    >>> model = flow.nn.Linear(4, 2)
+    >>> opt = flow.optim.SGD(model.parameters(), lr=0.1)
+    >>> class TrainGraph(flow.nn.Graph):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.model = model
+    ...         self.loss_fn = flow.nn.MSELoss()
+    ...         self.add_optimizer(opt)
+    ...     def build(self, x, y):
+    ...         loss = self.loss_fn(self.model(x), y)
+    ...         loss.backward()
+    ...         return loss
+    >>> g = TrainGraph()
+    >>> loss = g(flow.randn(8, 4), flow.randn(8, 2))  # compiles, then runs one step
+    """
+
+    def __init__(self) -> None:
+        d = self.__dict__
+        d["_name"] = f"{type(self).__name__}_{next(_graph_ids)}"
+        d["_modules"] = OrderedDict()
+        d["_optimizers"] = []
+        d["_grad_scaler"] = None
+        d["_plans"] = OrderedDict()
+        d["_debug_level"] = -1
+        d["_latest"] = None
+        d["config"] = GraphConfig()
+        # NOTE: the plans' executor threads stop when the graph is collected.
+        weakref.finalize(self, _close_plans, d["_plans"])
+
+    def build(self, *args, **kwargs):
+        """The step: what one call computes, written as eager code. Override it."""
+        raise NotImplementedError(f"nn.Graph {type(self).__name__} must define build()")
+
+    # -- attributes -------------------------------------------------------------------------
+    def __setattr__(self, name: str, value) -> None:
+        modules = self.__dict__.get("_modules")
+        if modules is None:
+            raise AttributeError(
+                f"cannot assign {name!r} before nn.Graph.__init__(); call super().__init__() first"
+            )
+        if isinstance(value, Module):
+            modules[name] = value
+        else:
+            modules.pop(name, None)
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        self._modules.pop(name, None)
+        object.__delattr__(self, name)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def training(self) -> bool:
+        """Whether the graph trains (an optimizer was added)."""
+        return self.config.training
+
+    def add_optimizer(self, optim, *, lr_sch=None) -> None:
+        """Run `optim`'s step after `build` in every call (it must be one of tideflow.optim's
+        optimizers: each step is one fused update per parameter), and `lr_sch.step()` after
+        the call, as an eager loop would after `optimizer.step()`."""
+        if not hasattr(optim, "param_groups") or not callable(getattr(optim, "step", None)):
+            raise TypeError(f"add_optimizer: expected an optimizer, got {type(optim).__name__}")
+        if lr_sch is not None and not callable(getattr(lr_sch, "step", None)):
+            raise TypeError(
+                f"add_optimizer: lr_sch must be a learning-rate scheduler, got "
+                f"{type(lr_sch).__name__}"
+            )
+        if self._plans:
+            raise TideflowError(
+                f"nn.Graph {self.name}: add_optimizer after the graph was compiled (first "
+                "called); add optimizers in __init__"
+            )
+        self._optimizers.append((optim, lr_sch))
+        self.config.training = True
+
+    def set_grad_scaler(self, grad_scaler) -> None:
+        """The loss scaler AMP training will use (recorded; AMP is not applied yet)."""
+        self.__dict__["_grad_scaler"] = grad_scaler
+
+    # -- calling ------------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        tensors, spec = flatten_inputs(args, kwargs)
+        for t in tensors:
+            if is_lazy(t):
+                raise TideflowError(
+                    f"nn.Graph {self.name} was called inside the build() of a graph being "
+                    "traced; call its modules instead"
+                )
+            if t.is_global:
+                raise NotImplementedError(
+                    f"nn.Graph {self.name}: global tensor inputs (placement {t.placement}) are "
+                    "not supported yet; pass local tensors"
+                )
+        key = (
+            spec,
+            tuple((t._data.shape, t.dtype) for t in tensors),
+            is_grad_enabled(),
+            tuple(m.training for m in self._modules.values()),
+        )
+        plans = self._plans
+        compiled = plans.get(key)
+        if compiled is None:
+            log = self._log if self._debug_level >= 0 else None
+            compiled = CompiledGraph(self, tensors, spec, log)
+            plans[key] = compiled
+            while len(plans) > self.config.plan_cache_size:
+                plans.popitem(last=False)[1].close()
+            self._report(compiled)
+        else:
+            plans.move_to_end(key)
+        self.__dict__["_latest"] = compiled
+        outputs = compiled.run(tensors)
+        for _, scheduler in self._optimizers:
+            if scheduler is not None:
+                scheduler.step()
+        return unflatten(compiled.output_spec, iter(outputs))
+
+    # -- debugging ----------------------------------------------------------------------------
+    def debug(self, v_level: int = 0) -> None:
+        """Print what compiling does from the next compilation on: -1 nothing, 0 the node
+        count after each pass, the compile time and the memory plan; 1 (or more) also the
+        whole IR as traced and after each pass."""
+        if isinstance(v_level, bool) or not isinstance(v_level, int) or v_level < -1:
+            raise ValueError(f"debug: v_level must be an integer >= -1, got {v_level!r}")
+        self.__dict__["_debug_level"] = v_level
+
+    def _log(self, stage: str, program: Program) -> None:
+        title = "traced from build()" if stage == "traced" else f"after {stage}"
+        if self._debug_level >= 1:
+            print(f"[{self.name}] IR {title}:\n{program}")
+        else:
+            print(f"[{self.name}] {title}: {len(program.nodes)} nodes")
+
+    def _report(self, compiled: CompiledGraph) -> None:
+        if self._debug_level < 0:
+            return
+        print(
+            f"[{self.name}] compiled in {compiled.compile_seconds:.3f} s: "
+            f"{compiled.traced_nodes} traced nodes -> {len(compiled.program.nodes)} tasks"
+        )
+        memory = compiled.program.memory
+        if memory is not None:
+            print(f"[{self.name}] {memory.summary()}")
+
+    def __repr__(self) -> str:
+        lines = [f"(CONFIG:config:{self.config!r})"]
+        latest = self._latest
+        if latest is not None:
+            lines += [
+                f"(INPUT:_{self.name}_input.{i}:{_tensor_str(shape, dtype)})"
+                for i, (shape, dtype) in enumerate(latest.input_metas)
+            ]
+        for name, module in self._modules.items():
+            lines += _module_lines(name, module)
+        if latest is not None:
+            lines += [
+                f"(OUTPUT:_{self.name}_output.{i}:{_tensor_str(shape, dtype)})"
+                for i, (shape, dtype) in enumerate(latest.output_metas)
+            ]
+        body = "\n".join("  " + line for line in lines)
+        return f"(GRAPH:{self.name}:{type(self).__name__}): (\n{body}\n)"
+
+    # -- state --------------------------------------------------------------------------------
+    def state_dict(self) -> OrderedDict:
+        """The modules' state dicts by attribute name, and `_optimizer<i>` /
+        `_lr_scheduler<i>` for the optimizers and schedulers in the order they were added."""
+        out: OrderedDict = OrderedDict()
+        for name, module in self._modules.items():
+            out[name] = module.state_dict()
+        for i, (opt, scheduler) in enumerate(self._optimizers):
+            out[f"_optimizer{i}"] = opt.state_dict()
+            if scheduler is not None:
+                out[f"_lr_scheduler{i}"] = scheduler.state_dict()
+        return out
+
+    def load_state_dict(self, state_dict, strict: bool = True) -> None:
+        """Load what `state_dict()` returned into the modules, optimizers and schedulers.
+        With `strict`, missing or unexpected top-level keys raise (naming them), as do the
+        modules' own key mismatches."""
+        owners: dict[str, object] = dict(self._modules)
+        for i, (opt, scheduler) in enumerate(self._optimizers):
+            owners[f"_optimizer{i}"] = opt
+            if scheduler is not None:
+                owners[f"_lr_scheduler{i}"] = scheduler
+        if strict:
+            missing = [k for k in owners if k not in state_dict]
+            unexpected = [k for k in state_dict if k not in owners]
+            if missing or unexpected:
+                raise TideflowError(
+                    f"Error(s) in loading state_dict for nn.Graph {self.name}: missing keys "
+                    f"{missing}, unexpected keys {unexpected}"
+                )
+        for key, owner in owners.items():
+            if key in state_dict:
+                if isinstance(owner, Module):
+                    owner.load_state_dict(state_dict[key], strict=strict)
+                else:
+                    owner.load_state_dict(state_dict[key])
+
+
+def _close_plans(plans: OrderedDict) -> None:
+    for compiled in plans.values():
+        compiled.close()
+
+
+def _tensor_str(shape, dtype) -> str:
+    return f"tensor(..., size={tuple(shape)}, dtype={dtype})"
+
+
+def _module_lines(path: str, module: Module) -> list[str]:
+    """OneFlow's layout: a module, its parameters and buffers with shapes, its children."""
+    extra = module.extra_repr()
+    inner = []
+    for kind, table in (("PARAMETER", module._parameters), ("BUFFER", module._buffers)):
+        for key, t in table.items():
+            if t is not None:
+                grad = ", requires_grad=True" if t.requires_grad else ""
+                inner.append(
+                    f"({kind}:{path}.{key}:tensor(..., size={tuple(t.shape)}, "
+                    f"dtype={t.dtype}{grad})): ()"
+                )
+    for name, child in module._modules.items():
+        if child is not None:
+            inner += _module_lines(f"{path}.{name}", child)
+    head = f"(MODULE:{path}:{module._get_name()}({extra}))"
+    if not inner:
+        return [head + ": ()"]
+    return [head + ": (", *("  " + line for line in inner), ")"]
