@@ -8,7 +8,8 @@ measurement in a child process, then starts itself on R ranks with the launcher.
 process gets T BLAS threads (default 1: one core per process, as data parallelism gives one
 device to each rank), so the speedup is what R ranks add over one, communication (an
 all-reduce of the 7.5 MB of gradients per step, in buckets) included. It cannot exceed the
-number of free cores.
+number of free cores. The two runs alternate `--rounds` times and the medians over rounds are
+reported, so that a busy machine slows both alike.
 """
 
 from __future__ import annotations
@@ -128,6 +129,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--job", choices=["single", "ranks"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.job == "single":
@@ -139,10 +141,16 @@ def main() -> None:
             print(json.dumps({"ddp": slowest}))
         return
     script = [os.path.abspath(__file__), "--steps", str(args.steps)]
-    single = _child([sys.executable, *script, "--job", "single"], args.threads)
     launch = [sys.executable, "-m", "tideflow.distributed.launch", "--nproc_per_node"]
-    ddp = _child([*launch, str(args.ranks), *script, "--job", "ranks"], args.threads)["ddp"]
-    print(report(args.ranks, args.threads, single["ours"], single["torch"], ddp))
+    singles, ddps = [], []
+    for _ in range(args.rounds):
+        singles.append(_child([sys.executable, *script, "--job", "single"], args.threads))
+        ranks = _child([*launch, str(args.ranks), *script, "--job", "ranks"], args.threads)
+        ddps.append(ranks["ddp"])
+    ours = statistics.median(r["ours"] for r in singles)
+    torch_runs = [r["torch"] for r in singles if r["torch"] is not None]
+    theirs = statistics.median(torch_runs) if torch_runs else None
+    print(report(args.ranks, args.threads, ours, theirs, statistics.median(ddps)))
 
 
 if __name__ == "__main__":

@@ -248,7 +248,13 @@ def _keep_saved_value(self: Tensor, result: Tensor, first_node: int) -> None:
 def assign(self: Tensor, result: Tensor, opname: str) -> None:
     """Write `result` into `self`'s memory (views see it) and give `self` its history."""
     if self.is_global:  # the global dispatch may have chosen another layout for the result
-        result = result.to_global(placement=self.placement, sbp=self.sbp)
+        if result.is_global:
+            result = result.to_global(placement=self.placement, sbp=self.sbp)
+        else:  # a local value of the full logical shape (load_state_dict into a global model)
+            value = result
+            result = Tensor._create_global(
+                lambda _: value, tuple(self.shape), self.placement, self.sbp
+            )
     src = result._data
     dst = self._data
     if src.shape != dst.shape:

@@ -20,6 +20,7 @@ from ..framework.device import device as Device
 from ..framework.errors import TideflowError
 from ..framework.tensor import Tensor, make_tensor
 from ..nn.parameter import Parameter
+from . import sharded
 from ._file import as_contiguous, describe, read, write
 from ._structure import Decoder, Encoder
 
@@ -46,6 +47,9 @@ def save(obj, f) -> None:
 
     Saving to a path is atomic: a crash mid-save leaves the previous file intact.
 
+    An object holding global tensors is saved sharded (`tideflow.io.sharded`): every rank
+    calls `save`, `f` becomes a directory, and each rank writes only its own shards.
+
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.safetensors")
     >>> flow.save({"step": 3, "weights": [flow.ones(2), flow.zeros(1)]}, path)
@@ -55,6 +59,9 @@ def save(obj, f) -> None:
     context = f"flow.save({describe(f)})"
     encoder = Encoder(context)
     root = encoder.encode(obj)
+    if any(t.is_global for t in encoder.tensors):
+        sharded.save(root, encoder.tensors, encoder.names, f, context)
+        return
     records, arrays = _tensor_table(encoder.tensors, encoder.names)
     document = json.dumps(
         {"version": FORMAT_VERSION, "tensors": records, "root": root},
@@ -76,6 +83,10 @@ def load(f, map_location=None, *, weights_only: bool = True):
     from saved location to new location, or a callable `fn(tensor, location)` returning the
     tensor to use (None keeps it). Tensors are saved from the 'cpu' location.
 
+    A sharded checkpoint (a directory written by saving global tensors) loads as local
+    tensors with the full values in a world of one, and as global tensors in a larger world,
+    each rank reading only its own shards (`tideflow.io.sharded`).
+
     Loading never runs code from the file, so `weights_only` (accepted for PyTorch
     compatibility) changes nothing. A file that is not safetensors, is truncated, fails its
     checksum or describes an unknown structure raises a TideflowError naming the file.
@@ -89,6 +100,8 @@ def load(f, map_location=None, *, weights_only: bool = True):
     """
     context = f"flow.load({describe(f)})"
     relocate = _relocation(map_location, context)
+    if sharded.is_sharded_checkpoint(f):
+        return sharded.load(f, relocate, context)
     arrays, metadata = read(f, context)
     document = _verified_document(metadata, arrays, context)
     stored = {name: relocate(make_tensor(array)) for name, array in arrays.items()}

@@ -1,12 +1,13 @@
 """Neural-network building blocks: Module and layers, `functional` (the stateless ops)."""
 
-from . import functional, graph, init, utils
+from . import functional, graph, init, parallel, utils
 from .graph import Graph, GraphConfig
 from .modules import *  # noqa: F403
 from .modules import __all__ as _modules_all
 from .parameter import Buffer, Parameter
 
 __all__ = [
-    "Buffer", "Graph", "GraphConfig", "Parameter", "functional", "graph", "init", "utils",
+    "Buffer", "Graph", "GraphConfig", "Parameter", "functional", "graph", "init", "parallel",
+    "utils",
     *_modules_all,
 ]  # fmt: skip

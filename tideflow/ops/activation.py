@@ -23,7 +23,6 @@ from .unary import (
     abs,
     dtype_checked,
     elu_call,
-    erfc,
     exp,
     fp_kernel,
     hardshrink,

@@ -3,6 +3,11 @@ in-place fills (`uniform_`, `normal_`, `bernoulli_`, `random_`).
 
 Each sampler is an op whose attributes include the `Generator`, so results are reproducible
 under `flow.manual_seed` and graph tracing records the draw like any other op.
+
+With `placement=` and `sbp=` the samplers return global tensors: each rank draws the whole
+logical tensor and keeps its shard, so a seeded program draws the values one process would
+(broadcast axes take the first rank's draw, should the ranks' generators differ). The fills
+of a global tensor draw its logical value the same way.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from ..framework.random import (
 )
 from ..framework.tensor import Tensor
 from ._rules import B, Meta, Signature, broadcast_only, defop, dispatch, methods, sizes_arg
-from .creation import _check_device, _check_shape, _finish
+from .creation import _check_device, _check_shape, global_layout, layout_kwargs, make
 
 __all__ = [
     "Generator",
@@ -104,9 +109,15 @@ def _float_dtype(dtype) -> dtypes.DType:
     return dt
 
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+def _drawn(op, attrs: dict, layout, requires_grad: bool) -> Tensor:
+    return make(lambda: dispatch(op, (), attrs), layout, requires_grad, synchronize=True)
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, placement=None,
+         sbp=None) -> Tensor:  # fmt: skip
     """Uniform samples in [0, 1). `flow.rand(2, 3)`"""
     _check_device(device)
+    layout = global_layout("rand", device, placement, sbp)
     attrs = {
         "shape": _check_shape("rand", sizes_arg(size)),
         "low": 0.0,
@@ -114,12 +125,14 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) ->
         "dtype": _float_dtype(dtype),
         "generator": generator or default_generator,
     }
-    return _finish(dispatch(_uniform, (), attrs), requires_grad)
+    return _drawn(_uniform, attrs, layout, requires_grad)
 
 
-def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, placement=None,
+          sbp=None) -> Tensor:  # fmt: skip
     """Standard normal samples. `flow.randn(2, 3)`"""
     _check_device(device)
+    layout = global_layout("randn", device, placement, sbp)
     attrs = {
         "shape": _check_shape("randn", sizes_arg(size)),
         "mean": 0.0,
@@ -127,13 +140,14 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -
         "dtype": _float_dtype(dtype),
         "generator": generator or default_generator,
     }
-    return _finish(dispatch(_normal, (), attrs), requires_grad)
+    return _drawn(_normal, attrs, layout, requires_grad)
 
 
 def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None,
-            requires_grad=False) -> Tensor:  # fmt: skip
+            requires_grad=False, placement=None, sbp=None) -> Tensor:  # fmt: skip
     """Integers uniform in [low, high): `randint(high, size)` or `randint(low, high, size)`."""
     _check_device(device)
+    layout = global_layout("randint", device, placement, sbp)
     if size is None:  # randint(high, size)
         low, high, size = 0, low, high
     if high is None or size is None:
@@ -147,12 +161,14 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
         "dtype": dtypes.int64 if dtype is None else dtypes.to_dtype(dtype),
         "generator": generator or default_generator,
     }
-    return _finish(dispatch(_randint, (), attrs), requires_grad)
+    return _drawn(_randint, attrs, layout, requires_grad)
 
 
-def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad=False,
+             placement=None, sbp=None) -> Tensor:  # fmt: skip
     """A random permutation of 0..n-1 (int64)."""
     _check_device(device)
+    layout = global_layout("randperm", device, placement, sbp)
     if n < 0:
         raise TideflowError(f"randperm: n must be non-negative, got {n}")
     attrs = {
@@ -160,35 +176,48 @@ def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad=F
         "dtype": dtypes.int64 if dtype is None else dtypes.to_dtype(dtype),
         "generator": generator or default_generator,
     }
-    return _finish(dispatch(_randperm, (), attrs), requires_grad)
+    return _drawn(_randperm, attrs, layout, requires_grad)
 
 
-def rand_like(input, *, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return rand(tuple(input.shape), dtype=dtype or input.dtype, requires_grad=requires_grad)
+def rand_like(input, *, dtype=None, device=None, requires_grad=False, placement=None, sbp=None):
+    """`rand` of `input`'s shape and dtype; global like a global `input`."""
+    layout = layout_kwargs(global_layout("rand_like", device, placement, sbp, like=input))
+    return rand(tuple(input.shape), dtype=dtype or input.dtype, requires_grad=requires_grad,
+                **layout)  # fmt: skip
 
 
-def randn_like(input, *, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return randn(tuple(input.shape), dtype=dtype or input.dtype, requires_grad=requires_grad)
+def randn_like(input, *, dtype=None, device=None, requires_grad=False, placement=None, sbp=None):
+    """`randn` of `input`'s shape and dtype; global like a global `input`."""
+    layout = layout_kwargs(global_layout("randn_like", device, placement, sbp, like=input))
+    return randn(tuple(input.shape), dtype=dtype or input.dtype, requires_grad=requires_grad,
+                 **layout)  # fmt: skip
 
 
-def randint_like(input, low=0, high=None, *, dtype=None, device=None) -> Tensor:
-    return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype)
+def randint_like(input, low=0, high=None, *, dtype=None, device=None, placement=None, sbp=None):
+    """`randint` of `input`'s shape and dtype; global like a global `input`."""
+    layout = layout_kwargs(global_layout("randint_like", device, placement, sbp, like=input))
+    return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, **layout)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
-           requires_grad=False) -> Tensor:  # fmt: skip
+           requires_grad=False, placement=None, sbp=None) -> Tensor:  # fmt: skip
     """Normal samples: `normal(mean, std, size)` with numbers, or elementwise with tensor
-    means/stds (broadcast together)."""
+    means/stds (broadcast together; global means/stds give a global result)."""
     _check_device(device)
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
         ref = mean if isinstance(mean, Tensor) else std
         shape = np.broadcast_shapes(*(tuple(t.shape) for t in (mean, std) if isinstance(t, Tensor)))
-        noise = randn(shape, generator=generator, dtype=ref.dtype)
+        # NOTE: the noise is laid out broadcast; the ops below convert it to the operands'.
+        spread = {}
+        if ref.is_global:
+            spread = {"placement": ref.placement, "sbp": [B] * ref.placement.ndim}
+        noise = randn(shape, generator=generator, dtype=ref.dtype, **spread)
         m = mean.detach() if isinstance(mean, Tensor) else mean
         s = std.detach() if isinstance(std, Tensor) else std
         return noise * s + m
     if size is None:
         raise TideflowError("normal: give `size` when mean and std are numbers")
+    layout = global_layout("normal", device, placement, sbp)
     attrs = {
         "shape": _check_shape("normal", sizes_arg((size,))),
         "mean": float(mean),
@@ -196,7 +225,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
         "dtype": _float_dtype(dtype),
         "generator": generator or default_generator,
     }
-    return _finish(dispatch(_normal, (), attrs), requires_grad)
+    return _drawn(_normal, attrs, layout, requires_grad)
 
 
 def _bernoulli_kernel(p, *, prob, generator):
@@ -278,16 +307,22 @@ def multinomial(input, num_samples: int, replacement: bool = False, *, generator
 
 
 # -- in-place fills: each draws a sample shaped like the tensor; `inplace` writes it back --
+def _fill_sample(self, op, attrs: dict) -> Tensor:
+    """A draw of `op` with `self`'s shape, laid out like `self`."""
+    layout = (self.placement, self.sbp) if self.is_global else None
+    return _drawn(op, attrs, layout, False)
+
+
 def _uniform_like(self, a=0.0, b=1.0, *, generator=None):
     attrs = {"shape": tuple(self.shape), "low": float(a), "high": float(b),
              "dtype": self.dtype, "generator": generator or default_generator}  # fmt: skip
-    return dispatch(_uniform, (), attrs)
+    return _fill_sample(self, _uniform, attrs)
 
 
 def _normal_like(self, mean=0.0, std=1.0, *, generator=None):
     attrs = {"shape": tuple(self.shape), "mean": float(mean), "std": float(std),
              "dtype": self.dtype, "generator": generator or default_generator}  # fmt: skip
-    return dispatch(_normal, (), attrs)
+    return _fill_sample(self, _normal, attrs)
 
 
 def _bernoulli_like(self, p=0.5, *, generator=None):
@@ -301,7 +336,8 @@ def _random_like(self, from_=0, to=None, *, generator=None):
     representable exactly in the dtype (2**mantissa for floats, the maximum for integers)."""
     if to is None:
         from_, to = 0, (from_ or _default_random_bound(self.dtype))
-    return randint(from_, to, tuple(self.shape), generator=generator, dtype=self.dtype)
+    layout = {"placement": self.placement, "sbp": self.sbp} if self.is_global else {}
+    return randint(from_, to, tuple(self.shape), generator=generator, dtype=self.dtype, **layout)
 
 
 def _default_random_bound(dtype: dtypes.DType) -> int:

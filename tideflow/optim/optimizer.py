@@ -130,7 +130,14 @@ def _restore(value, param: Tensor):
     if not isinstance(value, Tensor):
         return deepcopy(value)
     value = value.detach().clone()
-    return value.to(param.dtype) if value.dtype.is_floating_point else value
+    if value.dtype.is_floating_point:
+        value = value.to(param.dtype)
+    if param.is_global and value.shape == param.shape:  # state follows its parameter's layout
+        if value.is_global:
+            return value.to_global(placement=param.placement, sbp=param.sbp)
+        return Tensor._create_global(lambda _: value, tuple(param.shape), param.placement,
+                                     param.sbp)  # fmt: skip
+    return value
 
 
 def params_with_grad(group: dict) -> Iterable[Tensor]:

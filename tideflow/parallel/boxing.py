@@ -74,7 +74,7 @@ def _convert(a: np.ndarray, step: AxisStep) -> np.ndarray:
         return _allgather(a, step, src.axis)
     if src is P and dst is B:
         out = np.empty(a.shape, a.dtype)  # C order, like the contiguous send buffer
-        _comm.comm_for(step.group).allreduce(np.ascontiguousarray(a), out, _comm.ReduceOp.SUM)
+        _comm.comm_for(step.group).allreduce(np.asarray(a, order="C"), out, _comm.ReduceOp.SUM)
         return out
     if src is P and isinstance(dst, Split):
         return _reduce_scatter(a, step, dst.axis)
@@ -99,11 +99,11 @@ def _convert(a: np.ndarray, step: AxisStep) -> np.ndarray:
 def _front(a: np.ndarray, dim: int) -> np.ndarray:
     """`dim` moved first, C-contiguous: the blocks of a split along `dim` are then contiguous
     runs of elements, the layout MPI's variable-count collectives take."""
-    return np.ascontiguousarray(np.moveaxis(a, dim, 0))
+    return np.asarray(np.moveaxis(a, dim, 0), order="C")
 
 
 def _back(a: np.ndarray, dim: int) -> np.ndarray:
-    return np.ascontiguousarray(np.moveaxis(a, 0, dim))
+    return np.asarray(np.moveaxis(a, 0, dim), order="C")
 
 
 def _allgather(a: np.ndarray, step: AxisStep, dim: int) -> np.ndarray:
@@ -138,7 +138,7 @@ def _alltoall(a: np.ndarray, step: AxisStep, src_dim: int, dst_dim: int) -> np.n
     cut_dim = dst_dim + (dst_dim < src_dim)  # where dst_dim is after moving src_dim first
     bounds = np.cumsum([0, *dst_sizes])
     blocks = [
-        np.ascontiguousarray(front[(slice(None),) * cut_dim + (slice(bounds[q], bounds[q + 1]),)])
+        np.asarray(front[(slice(None),) * cut_dim + (slice(bounds[q], bounds[q + 1]),)], order="C")
         for q in range(n)
     ]
     sendbuf = np.concatenate([b.reshape(-1) for b in blocks])
@@ -242,7 +242,7 @@ def _move(x: Tensor, move: Move) -> np.ndarray:
         for k, r in enumerate(receivers):  # each receiver from one sender, round robin
             sender = senders[k % len(senders)]
             if me == sender:
-                world.send(np.ascontiguousarray(whole), r, _MOVE_TAG)
+                world.send(np.asarray(whole, order="C"), r, _MOVE_TAG)
             elif me == r:
                 whole = np.empty(move.shape, move.dtype)
                 world.recv(whole, sender, _MOVE_TAG)
@@ -258,7 +258,7 @@ def cut(whole: np.ndarray, shape: tuple, where: Placement, nd: tuple, coord: tup
     hierarchy = tuple(where.hierarchy)
     if any(s is P and c != 0 for s, c in zip(nd, coord, strict=True)):
         return np.zeros(shard_shape(shape, nd, hierarchy, coord), whole.dtype)
-    return whole[shard_index(shape, nd, hierarchy, coord)].copy()
+    return np.array(whole[shard_index(shape, nd, hierarchy, coord)])  # 0-d stays an array
 
 
 def move(x: Tensor, move: Move) -> Tensor:

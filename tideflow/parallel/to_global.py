@@ -136,7 +136,7 @@ def broadcast_axes(a: np.ndarray, where: Placement, nd: tuple, coord: tuple) -> 
         if s is not B or where.hierarchy[axis] == 1:
             continue
         root = coord[axis] == 0
-        buf = np.ascontiguousarray(a) if root else np.empty(a.shape, a.dtype)
+        buf = np.asarray(a, order="C") if root else np.empty(a.shape, a.dtype)
         _comm.comm_for(where.axis_group(axis, coord)).bcast(buf, 0)
         a = buf
     return a

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import math
-import os
-import sys
 from collections.abc import Iterator
 
+from ...distributed.world import get_world
 from ...framework.random import Generator
 from ...ops.random import randperm
 from .dataset import Dataset
@@ -19,19 +18,10 @@ _LAUNCHER_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
 
 
 def _world() -> tuple[int, int]:
-    """(world size, rank) of this process: MPI's COMM_WORLD when MPI is running or a launcher
-    started us, else a world of one. Importing mpi4py.MPI initializes MPI, so a plain
-    single-process run never does it just to learn that it is alone.
-
-    NOTE: to be replaced by `flow.env.get_world_size()` / `get_rank()`.
-    """
-    mpi = sys.modules.get("mpi4py.MPI")
-    running = mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized()
-    if not running and not any(var in os.environ for var in _LAUNCHER_VARS):
-        return 1, 0
-    from mpi4py import MPI
-
-    return MPI.COMM_WORLD.Get_size(), MPI.COMM_WORLD.Get_rank()
+    """(world size, rank) of this process (`flow.env`'s world): the launched MPI job, or a
+    world of one for a plain process, which never initializes MPI to learn that."""
+    world = get_world()
+    return world.size, world.rank
 
 
 class DistributedSampler(Sampler):
