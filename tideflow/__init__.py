@@ -19,6 +19,7 @@ from . import (
     parallel,
     utils,
 )
+from ._compat import *
 from .amp import autocast
 from .framework.device import device
 from .framework.dtype import DType as dtype

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tideflow as flow
+import tideflow.ops.shape as shape_ops
 from tideflow.framework.errors import AutogradError, DTypeError, ShapeError, TideflowError
 from tideflow.framework.sbp import B, P, S, Signature
 from tideflow.testing.sbp_sim import check_signature, metas_of, record_calls
@@ -118,7 +119,58 @@ def _arange(*shape, dtype=flow.float32):
         ),
         (lambda: flow.zeros(3).split(0), ShapeError, "split: split_size must be positive"),
         (lambda: flow.zeros(3).chunk(0), ShapeError, "chunk: expects `chunks` to be greater"),
+        (lambda: flow.zeros(3).chunk(2.0), TypeError, "chunk: chunks must be an int, got float"),
         (lambda: flow.tensor(1.0).unbind(), IndexError, "unbind: cannot be applied to a 0-d"),
+        (lambda: flow.zeros(2).unbind(1), IndexError, r"unbind: dimension 1 is out of range"),
+        (
+            lambda: flow.zeros(5).split(2.0),
+            TypeError,
+            "split: split_size_or_sections must be an int or a sequence of ints, got float",
+        ),
+        (
+            lambda: flow.zeros(7).tensor_split(0),
+            ShapeError,
+            "tensor_split: number of sections must be larger than 0, got 0",
+        ),
+        (
+            lambda: flow.tensor(1.0).tensor_split(1),
+            ShapeError,
+            "tensor_split: expected at least a 1-dimensional tensor",
+        ),
+        (
+            lambda: flow.zeros(7).tensor_split(flow.tensor([1.0, 2.0])),
+            DTypeError,
+            "tensor_split: expected indices_or_sections to have an integer dtype, got "
+            "tideflow.float32",
+        ),
+        (
+            lambda: flow.zeros(7).tensor_split(flow.tensor([[1, 2]])),
+            ShapeError,
+            r"tensor_split: expected indices_or_sections to be a 0-d or 1-d tensor, got shape "
+            r"\[1, 2\]",
+        ),
+        (
+            lambda: flow.zeros(2, 6).hsplit(4),
+            ShapeError,
+            r"hsplit: cannot split dim 1 of size 6 into 4 equal sections \(tensor of shape "
+            r"\[2, 6\]\)",
+        ),
+        (
+            lambda: flow.zeros(6, 2).vsplit(0),
+            ShapeError,
+            "vsplit: cannot split dim 0 of size 6 into 0 equal sections",
+        ),
+        (
+            lambda: flow.zeros(6).vsplit(2),
+            ShapeError,
+            r"vsplit: expected a tensor with at least 2 dimensions, got shape \[6\]",
+        ),
+        (
+            lambda: flow.zeros(6, 2).dsplit(2),
+            ShapeError,
+            r"dsplit: expected a tensor with at least 3 dimensions, got shape \[6, 2\]",
+        ),
+        (lambda: flow.tensor(1.0).hsplit(1), ShapeError, "hsplit: expected a tensor with at"),
         (
             lambda: flow.zeros(2, 3).repeat(2),
             ShapeError,
@@ -235,6 +287,10 @@ def test_errors_name_the_op_and_shapes(call, error, match):
         lambda x: x.split(2, 1)[1],
         lambda x: x.chunk(3)[2],
         lambda x: x.unbind(1)[3],
+        lambda x: x.tensor_split(2, 1)[1],
+        lambda x: x.tensor_split([2, 1])[2],  # overlapping pieces
+        lambda x: x.hsplit([1])[1],
+        lambda x: x.vsplit(3)[0],
         lambda x: x.diagonal(1),
         lambda x: x.view_as(flow.zeros(2, 6)),
     ],
@@ -359,6 +415,76 @@ def test_gradient_of_unused_split_pieces_is_zero():
     np.testing.assert_array_equal(x.grad.numpy(), [2, 2, 0, 0, 3])
 
 
+def test_gradient_of_unused_unbind_slices_is_zero():
+    x = flow.arange(6.0).reshape(3, 2).requires_grad_()
+    _, b = x.unbind(1)
+    (b * flow.tensor([1.0, 2.0, 3.0])).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[0, 1], [0, 2], [0, 3]])
+
+
+# -- split, chunk and unbind are one op: backward is O(numel) whatever the number of pieces ------
+@pytest.mark.parametrize(
+    ("pieces_of", "op"),
+    [
+        (lambda x: x.split(1), "split"),
+        (lambda x: x.chunk(x.shape[0]), "split"),
+        (lambda x: x.tensor_split(x.shape[0]), "split"),
+        (lambda x: x.unbind(), "unbind"),
+    ],
+)
+def test_splitting_is_one_op_and_its_backward_is_linear_in_numel(pieces_of, op):
+    def backward_work(steps: int) -> tuple[list[str], int]:
+        """The ops backward dispatches and the elements they produce, for a loss over every
+        other piece (the rest get materialized zero gradients)."""
+        x = flow.zeros(steps, 8, requires_grad=True)
+        with record_calls() as forward:
+            pieces = pieces_of(x)
+        assert [c.op.name for c in forward] == [op] and len(pieces) == steps
+        loss = flow.stack([p.sum() for p in pieces[::2]]).sum()
+        with record_calls() as calls:
+            loss.backward()
+        np.testing.assert_array_equal(x.grad.numpy()[:, 0], np.arange(steps) % 2 == 0)
+        return [c.op.name for c in calls], sum(o.size for c in calls for o in c.outs)
+
+    for steps in (50, 200):
+        names, elements = backward_work(steps)
+        assert names.count("stack" if op == "unbind" else "cat") == 1
+        # slice-per-piece backward wrote `steps` input-sized arrays (steps * numel elements)
+        assert elements <= 3 * steps * 8
+
+
+def test_cat_and_stack_backward_split_the_gradient_once():
+    xs = [flow.ones(2, 3, requires_grad=True) for _ in range(4)]
+    with record_calls() as calls:
+        flow.cat(xs, 1).sum().backward()
+    assert [c.op.name for c in calls].count("split") == 1
+    with record_calls() as calls:
+        flow.stack(xs).sum().backward()
+    assert [c.op.name for c in calls].count("unbind") == 1
+    np.testing.assert_array_equal(xs[3].grad.numpy(), np.full((2, 3), 2.0))
+
+
+def test_split_and_unbind_in_a_traced_graph():
+    from ._graph_support import interpret, op_names, trace
+
+    def fn(x):
+        a, b = x.split([1, 2], 1)
+        return (a * 2, b, *x.unbind(0))
+
+    program = trace(fn, ((2, 3), flow.float32))
+    assert op_names(program) == ["split", "mul", "unbind"]
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    got = interpret(program, [x])
+    for g, want in zip(got, fn(flow.from_numpy(x)), strict=True):
+        np.testing.assert_array_equal(g, want.numpy())
+
+
+def test_docstring_examples_run():
+    from .test_nn_layers import run_doctests
+
+    run_doctests(shape_ops)
+
+
 def test_repeat_interleave_index_form():
     r = flow.tensor([2, 0, 3], dtype=flow.int32)
     out = flow.repeat_interleave(r)
@@ -422,7 +548,7 @@ def _declared_and_valid(fn, *arrays):
     ins_choices = [_candidates(a.shape, 2) for a in call.args]
     for ins in itertools.product(*ins_choices):
         for out in _candidates(call.outs[0].shape, 2):
-            sig = Signature(tuple(ins), (out,))
+            sig = Signature(tuple(ins), (out,) * len(call.outs))
             if _valid(call, sig, 2) and _valid(call, sig, 3):
                 valid.add(sig)
     return declared, valid
@@ -443,6 +569,9 @@ def _rand(*shape):
         (lambda x: x.expand(3, 4, 2), [(4, 1)]),
         (lambda x: x.permute(2, 0, 1), [(2, 3, 4)]),
         (lambda x: x.narrow(1, 1, 2), [(4, 4)]),
+        (lambda x: x.split([1, 3], 1), [(4, 4)]),
+        (lambda x: x.split(2, 0), [(4, 4, 2)]),
+        (lambda x: x.unbind(1), [(4, 3, 4)]),
         (lambda x: x.flip(1), [(4, 4)]),
         (lambda x: x.roll(1, 0), [(4, 4)]),
         (lambda x: x.roll(1), [(4, 4)]),

@@ -1,16 +1,18 @@
 """Shape ops: views (reshape, view, expand, permute, ...) and re-arrangements (cat, split, ...).
 
 Views share memory with their input and its version counter (`view=True`), as in PyTorch.
-Six ops make views: reshape/view, expand, permute, slice and diagonal. Everything that only
-relabels dimensions (squeeze, flatten, transpose, movedim, split, unbind, ...) is a composite
-of them, so its gradient, graph node and SBP come from those. cat, stack, repeat, flip, roll,
-tril/triu and the `*_scatter` ops copy.
+Eight ops make views: reshape/view, expand, permute, slice, split, unbind and diagonal (split
+and unbind with one output per piece). Everything else that only relabels dimensions
+(squeeze, flatten, transpose, movedim, chunk, tensor_split, ...) is a composite of them, so
+its gradient, graph node and SBP come from those. cat, stack, repeat, flip, roll, tril/triu
+and the `*_scatter` ops copy.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import operator
 
 import numpy as np
 
@@ -48,6 +50,10 @@ __all__ = [
     "split",
     "chunk",
     "unbind",
+    "tensor_split",
+    "hsplit",
+    "vsplit",
+    "dsplit",
     "slice_scatter",
     "select_scatter",
     "cat",
@@ -115,11 +121,11 @@ def _at_least(op: str, x: Meta | Tensor, ndim: int) -> None:
         )
 
 
-def _moved_sbp(axis_map: dict[int, int], n_in: int = 1) -> list[Signature]:
+def _moved_sbp(axis_map: dict[int, int], n_in: int = 1, n_out: int = 1) -> list[Signature]:
     """SBP of data-movement ops: all B -> B, all P -> P (moving values is linear), and a split
     input axis i -> a split output axis axis_map[i] where the op never mixes slices of i."""
-    sigs = [Signature((B,) * n_in, (B,)), Signature((P,) * n_in, (P,))]
-    sigs += [Signature((S(i),) * n_in, (S(j),)) for i, j in axis_map.items()]
+    sigs = [Signature((B,) * n_in, (B,) * n_out), Signature((P,) * n_in, (P,) * n_out)]
+    sigs += [Signature((S(i),) * n_in, (S(j),) * n_out) for i, j in axis_map.items()]
     return sigs
 
 
@@ -606,8 +612,8 @@ def _slice_grad(ctx, gy):
     return (dispatch(_slice_scatter, (zeros, gy), ctx.attrs),)
 
 
-# NOTE: `slice` is the view op behind narrow/select/split/chunk/unbind (normalized attrs:
-# 0 <= start <= end <= size, step > 0); PyTorch's slicing op has the same name.
+# NOTE: `slice` is the view op behind narrow and select (normalized attrs: 0 <= start <=
+# end <= size, step > 0); PyTorch's slicing op has the same name.
 _slice = defop(
     "slice",
     inputs=("input",),
@@ -621,11 +627,6 @@ _slice = defop(
 
 def _piece(x, dim: int, start: int, end: int):
     return dispatch(_slice, (x,), {"dim": dim, "start": start, "end": end, "step": 1})
-
-
-def _select(x, dim: int, index: int):
-    shape = tuple(x.shape)
-    return view(_piece(x, dim, index, index + 1), shape[:dim] + shape[dim + 1 :])
 
 
 def _no_0d(op: str, x) -> None:
@@ -666,61 +667,243 @@ def select(input, dim, index):
             f"select: index {index} is out of range for dim {d} of size {size} "
             f"(tensor of shape {list(input.shape)})"
         )
-    return _select(input, d, index % size)
+    index %= size
+    shape = tuple(input.shape)
+    return view(_piece(input, d, index, index + 1), shape[:d] + shape[d + 1 :])
 
 
-def _split_sizes(input, split_size_or_sections, d: int) -> list[int]:
-    size = input.shape[d]
-    if isinstance(split_size_or_sections, int):
-        step = split_size_or_sections
-        if step < 0 or (step == 0 and size != 0):
-            raise ShapeError(
-                f"split: split_size must be positive (or 0 for a dim of size 0), got {step} "
-                f"for dim {d} of size {size}"
-            )
-        if size == 0:
-            return [0]
-        return [step] * (size // step) + ([size % step] if size % step else [])
-    sections = [int(s) for s in split_size_or_sections]
-    if any(s < 0 for s in sections) or sum(sections) != size:
+# NOTE: split and unbind are single ops with one output per piece (`n_out=None`: the count
+# comes from the attributes), so backward is one `cat` / `stack` of the pieces' gradients:
+# O(numel) whatever the number of pieces, where a slice per piece would cost O(pieces * numel).
+def _check_sections(op: str, shape: tuple, dim: int, sizes: tuple) -> None:
+    if any(s < 0 for s in sizes) or sum(sizes) != shape[dim]:
         raise ShapeError(
-            f"split: split sizes {sections} must be non-negative and sum exactly to {size} (the "
-            f"size of dim {d} of the tensor of shape {list(input.shape)})"
+            f"{op}: split sizes {list(sizes)} must be non-negative and sum exactly to "
+            f"{shape[dim]} (the size of dim {dim} of the tensor of shape {list(shape)})"
         )
-    return sections
 
 
-def _split_at(input, d: int, sizes: list[int]) -> tuple:
-    offsets = np.cumsum([0, *sizes]).tolist()
-    return tuple(_piece(input, d, a, b) for a, b in itertools.pairwise(offsets))
+def _split_meta(x: Meta, *, dim, sizes) -> tuple[Meta, ...]:
+    _check_sections("split", x.shape, dim, sizes)
+    return tuple(Meta((*x.shape[:dim], s, *x.shape[dim + 1 :]), x.dtype) for s in sizes)
+
+
+def _split_kernel(x, *, dim, sizes):
+    lead = (slice(None),) * dim
+    pieces, start = [], 0
+    for size in sizes:
+        pieces.append(x[(*lead, slice(start, start + size))])
+        start += size
+    return tuple(pieces)
+
+
+_split = defop(
+    "split",
+    inputs=("input",),
+    meta=_split_meta,
+    # NOTE: the split dim is never sharded, so `sizes` hold on every rank's shard as they are
+    sbp=lambda x, *, dim, sizes: _moved_sbp(_kept_axes(len(x.shape), (dim,)), n_out=len(sizes)),
+    kernels={"cpu": _split_kernel},
+    grad=lambda ctx, *gys: (dispatch(_cat, gys, {"dim": ctx.dim}),),
+    n_out=None,
+    view=True,
+)
+
+
+def _unbind_meta(x: Meta, *, dim) -> tuple[Meta, ...]:
+    return (Meta((*x.shape[:dim], *x.shape[dim + 1 :]), x.dtype),) * x.shape[dim]
+
+
+def _unbind_kernel(x, *, dim):
+    lead = (slice(None),) * dim
+    # NOTE: the trailing Ellipsis keeps a full integer index a 0-d view, not a NumPy scalar
+    return tuple(x[(*lead, i, Ellipsis)] for i in range(x.shape[dim]))
+
+
+def _unbind_sbp(x: Meta, *, dim) -> list[Signature]:
+    kept = {a: a - (a > dim) for a in range(len(x.shape)) if a != dim}
+    return _moved_sbp(kept, n_out=x.shape[dim])
+
+
+_unbind = defop(
+    "unbind",
+    inputs=("input",),
+    meta=_unbind_meta,
+    sbp=_unbind_sbp,
+    kernels={"cpu": _unbind_kernel},
+    grad=lambda ctx, *gys: (dispatch(_stack, gys, {"dim": ctx.dim}),),
+    n_out=None,
+    view=True,
+)
+
+
+def _split_into(input, d: int, sizes: tuple) -> tuple:
+    return dispatch(_split, (input,), {"dim": d, "sizes": sizes})
+
+
+def _split_sizes(input, split_size_or_sections, d: int) -> tuple[int, ...]:
+    size = input.shape[d]
+    if isinstance(split_size_or_sections, tuple | list):
+        sections = tuple(operator.index(s) for s in split_size_or_sections)
+        _check_sections("split", tuple(input.shape), d, sections)
+        return sections
+    try:
+        step = operator.index(split_size_or_sections)
+    except TypeError:
+        raise TypeError(
+            "split: split_size_or_sections must be an int or a sequence of ints, got "
+            f"{type(split_size_or_sections).__name__}"
+        ) from None
+    if step < 0 or (step == 0 and size != 0):
+        raise ShapeError(
+            f"split: split_size must be positive (or 0 for a dim of size 0), got {step} "
+            f"for dim {d} of size {size}"
+        )
+    if size == 0:
+        return (0,)
+    return (step,) * (size // step) + ((size % step,) if size % step else ())
 
 
 def split(tensor, split_size_or_sections, dim=0):
     """Views of consecutive pieces along `dim`: of `split_size` entries each (the last may be
-    smaller), or of the given section sizes (which must sum to the dim's size)."""
+    smaller), or of the given section sizes (which must sum to the dim's size). The pieces
+    share the input's memory and version counter; backward is one concatenation.
+
+    >>> x = flow.arange(5)
+    >>> x.split(2)
+    (tensor([0, 1]), tensor([2, 3]), tensor([4]))
+    >>> flow.split(x, [1, 4])
+    (tensor([0]), tensor([1, 2, 3, 4]))
+    """
     _no_0d("split", tensor)
     d = normalize_dim("split", dim, tensor.ndim)
-    return _split_at(tensor, d, _split_sizes(tensor, split_size_or_sections, d))
+    return _split_into(tensor, d, _split_sizes(tensor, split_size_or_sections, d))
 
 
 def chunk(input, chunks, dim=0):
     """Split into `chunks` views of ceil(size / chunks) entries along `dim` (fewer pieces when
-    the size does not allow that many)."""
+    the size does not allow that many; see `tensor_split` for exactly `chunks` pieces).
+
+    >>> flow.arange(6).chunk(4)
+    (tensor([0, 1]), tensor([2, 3]), tensor([4, 5]))
+    """
     _no_0d("chunk", input)
+    try:
+        chunks = operator.index(chunks)
+    except TypeError:
+        raise TypeError(f"chunk: chunks must be an int, got {type(chunks).__name__}") from None
     if chunks <= 0:
         raise ShapeError(f"chunk: expects `chunks` to be greater than 0, got {chunks}")
     d = normalize_dim("chunk", dim, input.ndim)
     size = input.shape[d]
     if size == 0:
-        return _split_at(input, d, [0] * chunks)
-    return split(input, -(-size // chunks), d)
+        return _split_into(input, d, (0,) * chunks)
+    return _split_into(input, d, _split_sizes(input, -(-size // chunks), d))
 
 
 def unbind(input, dim=0):
-    """The slices along `dim` as a tuple of views, that dim removed."""
+    """The slices along `dim` as a tuple of views, that dim removed; backward is one `stack`.
+
+    >>> flow.tensor([[1, 2], [3, 4]]).unbind(1)
+    (tensor([1, 3]), tensor([2, 4]))
+    """
     _no_0d("unbind", input)
     d = normalize_dim("unbind", dim, input.ndim)
-    return tuple(_select(input, d, i) for i in range(input.shape[d]))
+    return dispatch(_unbind, (input,), {"dim": d})
+
+
+def _sections_or_indices(op: str, indices_or_sections) -> int | tuple[int, ...]:
+    """tensor_split's argument: an int (or 0-d integer tensor) counts sections; a sequence
+    (or 1-d integer tensor) lists the indices to split before."""
+    if isinstance(indices_or_sections, Tensor):
+        t = indices_or_sections
+        if t.dtype.is_floating_point or t.dtype.name == "bool":
+            raise DTypeError(
+                f"{op}: expected indices_or_sections to have an integer dtype, got {t.dtype}"
+            )
+        if t.ndim > 1:
+            raise ShapeError(
+                f"{op}: expected indices_or_sections to be a 0-d or 1-d tensor, got shape "
+                f"{list(t.shape)}"
+            )
+        return int(t.item()) if t.ndim == 0 else tuple(int(i) for i in t.tolist())
+    if isinstance(indices_or_sections, tuple | list):
+        return tuple(operator.index(i) for i in indices_or_sections)
+    return operator.index(indices_or_sections)
+
+
+def tensor_split(input, indices_or_sections, dim=0):
+    """Views of `input` split along `dim`, like NumPy's `array_split`: into n pieces whose sizes
+    differ by at most one (the first `size % n` one larger), or before each of the given
+    indices (`[2, 5]` gives `[:2]`, `[2:5]`, `[5:]`; out-of-range indices clamp).
+
+    >>> flow.tensor_split(flow.arange(7), 3)
+    (tensor([0, 1, 2]), tensor([3, 4]), tensor([5, 6]))
+    >>> flow.tensor_split(flow.arange(7), [1, 5])
+    (tensor([0]), tensor([1, 2, 3, 4]), tensor([5, 6]))
+    """
+    if input.ndim == 0:
+        raise ShapeError("tensor_split: expected at least a 1-dimensional tensor, got a 0-d one")
+    d = normalize_dim("tensor_split", dim, input.ndim)
+    size = input.shape[d]
+    spec = _sections_or_indices("tensor_split", indices_or_sections)
+    if isinstance(spec, int):
+        if spec <= 0:
+            raise ShapeError(f"tensor_split: number of sections must be larger than 0, got {spec}")
+        small, larger = divmod(size, spec)
+        return _split_into(input, d, (small + 1,) * larger + (small,) * (spec - larger))
+    # Each index starts a piece: negative ones count from the end, then all clamp to the dim.
+    bounds = [0, *(min(max(i + size if i < 0 else i, 0), size) for i in spec), size]
+    pairs = list(itertools.pairwise(bounds))
+    if all(a <= b for a, b in pairs):
+        return _split_into(input, d, tuple(b - a for a, b in pairs))
+    # NOTE: decreasing indices give overlapping pieces (`[5, 1]`: `[:5]`, `[5:5]`, `[1:]`),
+    # which are no partition of the dim: those are separate slices.
+    return tuple(_piece(input, d, a, max(a, b)) for a, b in pairs)
+
+
+def _split_along(op: str, input, indices_or_sections, dim: int):
+    """hsplit/vsplit/dsplit: `tensor_split` along `dim`; a number of sections must divide it."""
+    spec = _sections_or_indices(op, indices_or_sections)
+    if isinstance(spec, int) and (spec <= 0 or input.shape[dim] % spec):
+        raise ShapeError(
+            f"{op}: cannot split dim {dim} of size {input.shape[dim]} into {spec} equal "
+            f"sections (tensor of shape {list(input.shape)}); pass indices to split unevenly"
+        )
+    return tensor_split(input, spec, dim)
+
+
+def hsplit(input, indices_or_sections):
+    """`tensor_split` along dim 1 (dim 0 of a 1-d tensor); a number of sections must divide
+    that dim evenly.
+
+    >>> [p.shape for p in flow.zeros(2, 6).hsplit(3)]
+    [tideflow.Size([2, 2]), tideflow.Size([2, 2]), tideflow.Size([2, 2])]
+    """
+    _at_least("hsplit", input, 1)
+    return _split_along("hsplit", input, indices_or_sections, 1 if input.ndim > 1 else 0)
+
+
+def vsplit(input, indices_or_sections):
+    """`tensor_split` along dim 0 of a tensor with at least 2 dims; a number of sections must
+    divide that dim evenly.
+
+    >>> [p.shape for p in flow.zeros(4, 3).vsplit([1])]
+    [tideflow.Size([1, 3]), tideflow.Size([3, 3])]
+    """
+    _at_least("vsplit", input, 2)
+    return _split_along("vsplit", input, indices_or_sections, 0)
+
+
+def dsplit(input, indices_or_sections):
+    """`tensor_split` along dim 2 (depth) of a tensor with at least 3 dims; a number of
+    sections must divide that dim evenly.
+
+    >>> [p.shape for p in flow.zeros(1, 2, 4).dsplit(2)]
+    [tideflow.Size([1, 2, 2]), tideflow.Size([1, 2, 2])]
+    """
+    _at_least("dsplit", input, 3)
+    return _split_along("dsplit", input, indices_or_sections, 2)
 
 
 def _slice_scatter_meta(x: Meta, src: Meta, *, dim, start, end, step) -> Meta:
@@ -845,15 +1028,18 @@ def _cat_sbp(*tensors: Meta, dim) -> list[Signature]:
 
 
 def _cat_grad(ctx, gy):
-    grads, offset = [], 0
-    for i, need in enumerate(ctx.needs_input_grad):
-        shape = ctx.input_shape(i)
+    """gy split back into the operands' pieces (one `split`); skipped operands get empty
+    gradients."""
+    shapes = [ctx.input_shape(i) for i in range(len(ctx.needs_input_grad))]
+    sizes = tuple(shape[ctx.dim] for shape in shapes if not _skipped(shape))
+    pieces = iter(_split_into(gy, ctx.dim, sizes) if sizes else ())
+    grads = []
+    for shape, need in zip(shapes, ctx.needs_input_grad, strict=True):
         if _skipped(shape):
             grads.append(gy.new_zeros((0,)) if need else None)
-            continue
-        size = shape[ctx.dim]
-        grads.append(_piece(gy, ctx.dim, offset, offset + size) if need else None)
-        offset += size
+        else:
+            piece = next(pieces)
+            grads.append(piece if need else None)
     return tuple(grads)
 
 
@@ -908,9 +1094,8 @@ def _stack_sbp(*tensors: Meta, dim) -> list[Signature]:
 
 
 def _stack_grad(ctx, gy):
-    return tuple(
-        _select(gy, ctx.dim, i) if need else None for i, need in enumerate(ctx.needs_input_grad)
-    )
+    slices = dispatch(_unbind, (gy,), {"dim": ctx.dim})
+    return tuple(g if need else None for g, need in zip(slices, ctx.needs_input_grad, strict=True))
 
 
 _stack = defop(
@@ -1359,6 +1544,10 @@ methods(
     split=_split_method,
     chunk=chunk,
     unbind=unbind,
+    tensor_split=tensor_split,
+    hsplit=hsplit,
+    vsplit=vsplit,
+    dsplit=dsplit,
     slice_scatter=slice_scatter,
     select_scatter=select_scatter,
     repeat=repeat,

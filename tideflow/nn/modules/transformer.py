@@ -358,9 +358,9 @@ class Transformer(Module):
         """The (sz, sz) causal mask: -inf above the diagonal (future positions), 0 elsewhere.
 
         >>> flow.nn.Transformer.generate_square_subsequent_mask(3)
-        tensor([[  0., -inf, -inf],
-                [  0.,   0., -inf],
-                [  0.,   0.,   0.]])
+        tensor([[0., -inf, -inf],
+                [0., 0., -inf],
+                [0., 0., 0.]])
         """
         return _generate_square_subsequent_mask(sz, device=device, dtype=dtype)
 

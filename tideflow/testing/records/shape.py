@@ -170,7 +170,35 @@ _unbind_samples = _samples(
     _on((3, 4), 1),
     _on((2, 3, 2), dim=-1),
     _on((3,)),
+    _on((0, 2), 1),
 )
+
+
+def _tensor_split_samples(rng, dtype):
+    x = make_array(rng, (7, 4), dtype)
+    return [
+        Sample((x, 3)),
+        Sample((x, 2), {"dim": 1}),
+        Sample((x, 10)),
+        Sample((x, [1, 5])),
+        Sample((x, (-2,), -2)),
+        Sample((x, [-9, 20])),
+        Sample((x, [5, 1])),  # decreasing indices: overlapping pieces
+        Sample((x, [])),
+        Sample((x, np.array([1, 3])), {"dim": 1}),
+        Sample((x, np.array(2))),
+        Sample((make_array(rng, (0, 2), dtype), 2)),
+    ]
+
+
+_hsplit_samples = _samples(
+    _on((2, 6), 3),
+    _on((2, 6, 2), [1, 4]),
+    _on((6,), 2),
+    _on((6,), [2]),
+)
+_vsplit_samples = _samples(_on((6, 2), 3), _on((4, 3, 2), [1, 3]))
+_dsplit_samples = _samples(_on((1, 2, 6), 2), _on((2, 1, 4, 3), [3]))
 
 
 def _slice_scatter_samples(rng, dtype):
@@ -421,6 +449,10 @@ RECORDS = [
     OpInfo("split", _split_samples, dtypes=DTYPES),
     OpInfo("chunk", _chunk_samples, dtypes=DTYPES),
     OpInfo("unbind", _unbind_samples, dtypes=DTYPES),
+    OpInfo("tensor_split", _tensor_split_samples, dtypes=DTYPES),
+    OpInfo("hsplit", _hsplit_samples),
+    OpInfo("vsplit", _vsplit_samples),
+    OpInfo("dsplit", _dsplit_samples),
     OpInfo("slice_scatter", _slice_scatter_samples, dtypes=DTYPES),
     OpInfo("select_scatter", _select_scatter_samples, dtypes=DTYPES),
     _join("cat", _cat_samples, dtypes=DTYPES),
