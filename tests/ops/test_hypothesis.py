@@ -4,6 +4,7 @@ the cases we thought of; these look for the ones we did not (size-0 and size-1 d
 tensors, negative and unordered dims)."""
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -19,7 +20,10 @@ st = hypothesis.strategies
 
 pytestmark = pytest.mark.torch
 
-_SETTINGS = hypothesis.settings(max_examples=50, deadline=None, database=None)
+# NOTE: CI derandomizes (a landing must not hinge on a lucky draw); local runs explore.
+_SETTINGS = hypothesis.settings(
+    max_examples=50, deadline=None, database=None, derandomize=bool(os.environ.get("CI"))
+)
 _DTYPES = st.sampled_from(["float32", "float64"])
 
 # name -> (low, high): the domain values are drawn from
@@ -142,7 +146,8 @@ REDUCTIONS = {
 def test_reductions_forward(name, call, dtype, data):
     shape, dim, keepdim = call
     fn, tfn, needs_elements = REDUCTIONS[name]
-    hypothesis.assume(not needs_elements or _reduced_numel(shape, dim) > 0)
+    # NOTE: torch's var warns (an error here) when the input is empty, even along kept dims
+    hypothesis.assume(not needs_elements or (_reduced_numel(shape, dim) > 0 and 0 not in shape))
     hypothesis.assume(name != "logsumexp" or dim is not None)  # torch requires dim
     x = _array(data, shape, dtype)
     got = fn(flow.tensor(x), **_kw(dim, keepdim))

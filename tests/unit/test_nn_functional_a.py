@@ -308,6 +308,44 @@ def test_batch_norm_updates_running_statistics_in_place():
         F.batch_norm(x, flow.zeros(3, requires_grad=True), rv)
 
 
+def _batch_norm_training(x, running_mean, running_var):
+    return F.batch_norm(x, running_mean, running_var, training=True, momentum=0.5)
+
+
+def _instance_norm(x, running_mean, running_var):
+    return F.instance_norm(x, running_mean, running_var, momentum=0.5)
+
+
+@pytest.mark.parametrize(
+    ("norm", "stats", "error", "message"),
+    [(_batch_norm_training, ((5,), (3,)), ShapeError,
+      r"batch_norm: expected running_mean of shape \[3\], got \[5\] \(input of shape "
+      r"\[4, 3, 2\]\)"),
+     (_batch_norm_training, ((3,), (3, 1)), ShapeError,
+      r"batch_norm: expected running_var of shape \[3\], got \[3, 1\]"),
+     (_instance_norm, ((3,), (6,)), ShapeError,
+      r"instance_norm: expected running_var of shape \[3\], got \[6\]"),
+     (_instance_norm, ((3,), None), ValueError,
+      "instance_norm: running_mean and running_var must either both be None or neither"),
+     (_batch_norm_training, (None, (3,)), ValueError,
+      "batch_norm: running_mean and running_var must either both be None or neither")],
+    ids=["batch-mean", "batch-var", "instance-var", "instance-one-given", "batch-one-given"],
+)  # fmt: skip
+def test_running_statistics_that_do_not_fit_fail_before_any_update(norm, stats, error, message):
+    running = [None if shape is None else flow.full(shape, 0.5, dtype=flow.float64)
+               for shape in stats]  # fmt: skip
+    with pytest.raises(error, match=message):
+        norm(_randn(4, 3, 2), *running)
+    for r in running:
+        assert r is None or np.all(r.numpy() == 0.5)
+
+
+def test_running_statistics_must_have_the_input_dtype():
+    rm, rv = flow.zeros(3, dtype=flow.float64), flow.ones(3, dtype=flow.float64)
+    with pytest.raises(DTypeError, match="batch_norm: expected running_mean of dtype float32"):
+        F.batch_norm(_randn(4, 3).float(), rm, rv, training=True)
+
+
 def test_instance_norm_running_statistics_average_the_instances():
     x = _randn(2, 3, 4)
     rm, rv = flow.zeros(3, dtype=flow.float64), flow.ones(3, dtype=flow.float64)

@@ -24,6 +24,21 @@ def test_conv_channel_mismatch_names_weight_groups_and_input():
         F.conv2d(flow.ones(1, 4, 8, 8), flow.ones(8, 3, 3, 3))
 
 
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [(lambda: F.conv2d(flow.ones(4, 8, 8), flow.ones(8, 3, 3, 3)),
+      r"conv2d: expected input with 3 channels .* got input of shape \[4, 8, 8\]$"),
+     (lambda: F.conv1d(flow.ones(1, 2), flow.ones(1, 1, 3)),
+      r"conv1d: the kernel size \[3\] .* \(input shape \[1, 2\], padding"),
+     (lambda: F.conv_transpose1d(flow.ones(2, 1), flow.ones(2, 1, 1), padding=1),
+      r"conv_transpose1d: the output size \[-1\] computed from the input of shape \[2, 1\],")],
+    ids=["channels", "kernel-too-large", "transposed-output-empty"],
+)  # fmt: skip
+def test_conv_errors_show_an_unbatched_input_as_passed(call, message):
+    with pytest.raises(ShapeError, match=message):
+        call()
+
+
 def test_conv_groups_must_divide_the_channels():
     with pytest.raises(ShapeError, match=r"conv2d: the weight's 8 output channels are not "):
         F.conv2d(flow.ones(1, 9, 5, 5), flow.ones(8, 3, 3, 3), groups=3)

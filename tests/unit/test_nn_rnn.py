@@ -396,18 +396,24 @@ def test_constructor_errors(build, error, message):
         (lambda m: m(flow.randn(2, 3, 4, IN)), ValueError,
          "GRU: Expected input to be 2D or 3D, got 4D tensor instead"),
         (lambda m: m(flow.randn(T_STEPS, BATCH, 5)), ShapeError,
-         "input.size\\(-1\\) must be equal to input_size. Expected 4, got 5"),
+         r"GRU: input.size\(-1\) must be equal to input_size. Expected 4, got 5 \(input "
+         r"shape \[5, 3, 5\]\)"),
+        (lambda m: m(flow.randn(T_STEPS, 5)), ShapeError,
+         r"GRU: input.size\(-1\) .* Expected 4, got 5 \(input shape \[5, 5\]\)"),
         (lambda m: m(flow.randn(T_STEPS, BATCH, IN, dtype=flow.float64)), ValueError,
-         r"RNN input dtype \(tideflow.float64\) does not match weight dtype "
+         r"GRU: input dtype \(tideflow.float64\) does not match weight dtype "
          r"\(tideflow.float32\)"),
         (lambda m: m(flow.randn(T_STEPS, BATCH, IN), flow.zeros(2, 2, HIDDEN)), ShapeError,
-         r"Expected hidden size \(2, 3, 8\), got \[2, 2, 8\]"),
+         r"GRU: Expected hidden size \(2, 3, 8\), got \[2, 2, 8\]"),
+        # an unbatched input's state is checked as passed, without the batch dim
+        (lambda m: m(flow.randn(T_STEPS, IN), flow.zeros(1, HIDDEN)), ShapeError,
+         r"GRU: Expected hidden size \(2, 8\), got \[1, 8\]"),
         (lambda m: m(flow.randn(T_STEPS, BATCH, IN), flow.zeros(BATCH, HIDDEN)), ShapeError,
          "For batched 3-D input, hx should also be 3-D but got 2-D tensor"),
         (lambda m: m(flow.randn(T_STEPS, IN), flow.zeros(2, 1, HIDDEN)), ShapeError,
          "For unbatched 2-D input, hx should also be 2-D but got 3-D tensor"),
         (lambda m: m(flow.randn(0, BATCH, IN)), ShapeError,
-         "Expected sequence length to be larger than 0 in RNN"),
+         r"GRU: Expected sequence length to be larger than 0, got input of shape \[0, 3, 4\]"),
     ],
 )  # fmt: skip
 def test_forward_errors(call, error, message):
@@ -418,12 +424,28 @@ def test_forward_errors(call, error, message):
 def test_lstm_state_errors():
     lstm = LSTM(IN, HIDDEN)
     x = flow.randn(T_STEPS, BATCH, IN)
-    with pytest.raises(ShapeError, match=r"Expected hidden\[1\] size \(1, 3, 8\), got \[1, 3, 7\]"):
+    with pytest.raises(ShapeError, match=r"LSTM: Expected hidden\[1\] size \(1, 3, 8\), got "
+                                         r"\[1, 3, 7\]"):  # fmt: skip
         lstm(x, (flow.zeros(1, BATCH, HIDDEN), flow.zeros(1, BATCH, 7)))
-    with pytest.raises(ShapeError, match=r"hx and cx should also be 3-D but got \(3-D, 2-D\)"):
+    with pytest.raises(ShapeError, match=r"LSTM: For batched 3-D input, hx and cx should also "
+                                         r"be 3-D but got \(3-D, 2-D\)"):  # fmt: skip
         lstm(x, (flow.zeros(1, BATCH, HIDDEN), flow.zeros(BATCH, HIDDEN)))
     with pytest.raises(TypeError, match=r"LSTM: expected hx to be a tuple \(h_0, c_0\)"):
         lstm(x, flow.zeros(1, BATCH, HIDDEN))
+
+
+def test_state_errors_name_the_batch_as_passed():
+    """batch_first and packed inputs: the expected state size uses the batch the user gave."""
+    lstm = LSTM(IN, HIDDEN, batch_first=True)
+    state = (flow.zeros(1, 2, HIDDEN), flow.zeros(1, 2, HIDDEN))
+    with pytest.raises(ShapeError, match=r"LSTM: Expected hidden\[0\] size \(1, 3, 8\), got "
+                                         r"\[1, 2, 8\]"):  # fmt: skip
+        lstm(flow.randn(BATCH, T_STEPS, IN), state)
+    packed = packing.pack_sequence([flow.randn(3, IN), flow.randn(2, IN), flow.randn(1, IN)])
+    with pytest.raises(ShapeError, match=r"LSTM: Expected hidden\[0\] size \(1, 3, 8\)"):
+        lstm(packed, state)
+    with pytest.raises(ShapeError, match=r"GRU: input.size\(-1\) .* \(input shape \[6, 4\]\)"):
+        GRU(5, HIDDEN)(packed)
 
 
 @pytest.mark.parametrize(
@@ -436,11 +458,13 @@ def test_lstm_state_errors():
         (LSTMCell, (flow.randn(2, IN), (flow.zeros(2, HIDDEN), flow.zeros(1, 2, HIDDEN))),
          ValueError, r"LSTMCell: Expected hx\[1\] to be 1D or 2D, got 3D instead"),
         (GRUCell, (flow.randn(2, 5),), ShapeError,
-         "input has inconsistent input_size: got 5 expected 4"),
+         "GRUCell: input has inconsistent input_size: got 5 expected 4"),
+        (GRUCell, (flow.randn(2, IN, dtype=flow.float64),), ValueError,
+         r"GRUCell: input dtype \(tideflow.float64\) does not match weight dtype"),
         (LSTMCell, (flow.randn(3, IN), (flow.zeros(2, HIDDEN), flow.zeros(3, HIDDEN))),
-         ShapeError, "Input batch size 3 doesn't match hidden0 batch size 2"),
+         ShapeError, "LSTMCell: Input batch size 3 doesn't match hidden0 batch size 2"),
         (LSTMCell, (flow.randn(3, IN), (flow.zeros(3, HIDDEN), flow.zeros(3, 7))),
-         ShapeError, "hidden1 has inconsistent hidden_size: got 7, expected 8"),
+         ShapeError, "LSTMCell: hidden1 has inconsistent hidden_size: got 7, expected 8"),
     ],
 )  # fmt: skip
 def test_cell_errors(cell, args, error, message):

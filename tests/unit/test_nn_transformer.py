@@ -307,6 +307,42 @@ def test_multihead_attention_errors(call, error, message):
         call(MultiheadAttention(E, HEADS), flow.randn(L, N, E))
 
 
+@pytest.mark.parametrize(
+    ("build", "shapes", "message"),
+    [
+        (lambda: MultiheadAttention(E, HEADS, batch_first=True), ((N, L, E), (2, S, E), (2, S, E)),
+         r"MultiheadAttention: query and key must have the same batch size \(dim 0\), got "
+         r"query of shape \[3, 5, 8\] and key of shape \[2, 6, 8\]"),
+        (lambda: MultiheadAttention(E, HEADS), ((L, N, E), (S, 2, E), (S, 2, E)),
+         r"query and key must have the same batch size \(dim 1\), got query of shape "
+         r"\[5, 3, 8\] and key of shape \[6, 2, 8\]"),
+        (lambda: MultiheadAttention(E, HEADS, batch_first=True), ((N, L, E), (N, S, E), (N, 4, E)),
+         r"MultiheadAttention: key shape \[3, 6, 8\] does not match value shape \[3, 4, 8\]"),
+        (lambda: MultiheadAttention(E, HEADS, kdim=5, vdim=7, batch_first=True),
+         ((N, L, E), (N, S, 5), (N, 4, 7)),
+         r"MultiheadAttention: key's sequence and batch dims \[3, 6\] do not match value's "
+         r"\[3, 4\]"),
+    ],
+)  # fmt: skip
+def test_multihead_attention_errors_show_the_shapes_as_passed(build, shapes, message):
+    """With batch_first the inputs are transposed inside; errors still show the user's shapes."""
+    with pytest.raises(ShapeError, match=message):
+        build()(*(flow.randn(*shape) for shape in shapes))
+
+
+def test_multi_head_attention_forward_errors_name_the_function():
+    q, w = flow.randn(L, N, E), flow.randn(3 * E, E)
+    with pytest.raises(ShapeError, match="multi_head_attention_forward: was expecting embedding "
+                                         "dimension of 4, but got 8"):  # fmt: skip
+        multi_head_attention_forward(q, q, q, 4, HEADS, w, None, None, None, False, 0.0,
+                                     flow.randn(E, E), None)  # fmt: skip
+    with pytest.raises(DTypeError, match="multi_head_attention_forward: only bool and floating "
+                                         "types of attn_mask"):  # fmt: skip
+        multi_head_attention_forward(q, q, q, E, HEADS, w, None, None, None, False, 0.0,
+                                     flow.randn(E, E), None,
+                                     attn_mask=flow.zeros(L, L, dtype=flow.int64))  # fmt: skip
+
+
 def test_multihead_attention_constructor_errors_and_mask_warning():
     with pytest.raises(ValueError, match="embed_dim must be divisible by num_heads, got "
                                          "embed_dim=10 and num_heads=3"):  # fmt: skip

@@ -45,7 +45,16 @@ def dispatch(op: OpDef, args: tuple, attrs: dict):
 
 
 def run_local(op: OpDef, args: tuple, attrs: dict):
-    arrays = [a._data if isinstance(a, Tensor) else a for a in args]
+    # NOTE: operands that are not tensors must be Python scalars or None. An array is data the
+    # user forgot to convert, which PyTorch rejects; only non-tensor operands pay the test, and
+    # the comprehension must not read `op` or `args` (a closure slows every call).
+    try:
+        arrays = [
+            a._data if isinstance(a, Tensor) else a if not isinstance(a, _ndarray) else _array()
+            for a in args
+        ]
+    except _ArrayOperand:
+        raise array_operand_error(op, args) from None
     if op.promote is not None and not _uniform(op, arrays):
         promote(op, args, arrays)
     try:
@@ -80,6 +89,29 @@ def run_local(op: OpDef, args: tuple, attrs: dict):
                 record(op, args, attrs, outs)
                 break
     return result
+
+
+class _ArrayOperand(Exception):
+    """An ndarray among an op's operands (turned into `array_operand_error`)."""
+
+
+def _array():
+    raise _ArrayOperand
+
+
+def array_operand_error(op: OpDef, args: tuple) -> TypeError:
+    """PyTorch's TypeError for the first array passed where `op` takes a tensor."""
+    i, array = next((i, a) for i, a in enumerate(args) if isinstance(a, _ndarray))
+    what = f"{type(array).__module__}.{type(array).__name__}"
+    rest = len(op.inputs) - 1
+    if op.inputs[rest].startswith("*") and i >= rest:  # an element of the trailing sequence
+        return TypeError(
+            f"{op.name}(): expected Tensor as element {i - rest} in argument {rest} "
+            f"('{op.inputs[rest][1:]}'), but got {what}"
+        )
+    return TypeError(
+        f"{op.name}(): argument '{op.inputs[i]}' (position {i + 1}) must be Tensor, not {what}"
+    )
 
 
 def _wrap(array) -> Tensor:

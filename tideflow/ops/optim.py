@@ -10,13 +10,37 @@ import math
 
 import numpy as np
 
+from ..framework.errors import Rejected, ShapeError
 from ._rules import B, Meta, Signature, defop, dispatch, elementwise_sbp
 
 __all__: list[str] = []
 
 
-def _no_outputs(*_, **__) -> tuple:
-    return ()
+def _update_meta(name: str, inputs: tuple[str, ...]):
+    """The meta rule of an update op: no outputs; the gradient and every state tensor (None
+    where absent) has the parameter's shape."""
+
+    def meta(param: Meta, *others, **_) -> tuple:
+        for operand, other in zip(inputs[1:], others, strict=True):
+            if other is not None and tuple(other.shape) != tuple(param.shape):
+                # NOTE: a grad of another shape is the user's assignment to `.grad`; state of
+                # another shape usually comes from an optimizer state_dict of another model.
+                raise ShapeError(
+                    f"{name}: {operand} of shape {list(other.shape)} does not match the "
+                    f"parameter of shape {list(param.shape)}"
+                    + ("" if operand == "grad" else " (optimizer state from another model?)")
+                )
+        return ()
+
+    return meta
+
+
+def _reject_other_shapes(p: np.ndarray, *others) -> None:
+    """Each kernel's first step: NumPy would broadcast some mismatched operands, and an update
+    must not write some of its operands and then fail on another."""
+    for other in others:
+        if other is not None and other.shape != p.shape:
+            raise Rejected("optimizer update: operand shapes differ")
 
 
 _elementwise = elementwise_sbp()
@@ -48,7 +72,7 @@ def _update_op(name: str, inputs: tuple[str, ...], kernel, mutates: tuple[int, .
     return defop(
         name,
         inputs=inputs,
-        meta=_no_outputs,
+        meta=_update_meta(name, inputs),
         sbp=sbp,
         kernels={"cpu": kernel},
         n_out=0,
@@ -58,6 +82,7 @@ def _update_op(name: str, inputs: tuple[str, ...], kernel, mutates: tuple[int, .
 
 # -- SGD --------------------------------------------------------------------------------------
 def _sgd_kernel(p, g, buf, *, lr, momentum, dampening, weight_decay, nesterov, maximize, first):
+    _reject_other_shapes(p, g, buf)
     d = -g if maximize else g
     if weight_decay:
         d = d + weight_decay * p
@@ -82,6 +107,7 @@ def sgd_update(param, grad, momentum_buffer, **hyper) -> None:
 # -- Adam / AdamW -------------------------------------------------------------------------------
 def _adam_kernel(p, g, m, v, vmax, *, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad,
                  maximize, step):  # fmt: skip
+    _reject_other_shapes(p, g, m, v, vmax)
     if maximize:
         g = -g
     if weight_decay:
@@ -126,6 +152,7 @@ def adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, **hyper) -> No
 # -- RMSprop ------------------------------------------------------------------------------------
 def _rmsprop_kernel(p, g, square_avg, grad_avg, momentum_buffer, *, lr, alpha, eps, weight_decay,
                     momentum, centered, maximize):  # fmt: skip
+    _reject_other_shapes(p, g, square_avg, grad_avg, momentum_buffer)
     if maximize:
         g = -g
     if weight_decay:
@@ -162,6 +189,7 @@ def rmsprop_update(param, grad, square_avg, grad_avg, momentum_buffer, **hyper) 
 
 # -- Adagrad ------------------------------------------------------------------------------------
 def _adagrad_kernel(p, g, state_sum, *, lr, lr_decay, weight_decay, eps, maximize, step):
+    _reject_other_shapes(p, g, state_sum)
     if maximize:
         g = -g
     if weight_decay:
@@ -183,6 +211,7 @@ def adagrad_update(param, grad, sum, **hyper) -> None:
 
 # -- Adadelta -----------------------------------------------------------------------------------
 def _adadelta_kernel(p, g, square_avg, acc_delta, *, lr, rho, eps, weight_decay, maximize):
+    _reject_other_shapes(p, g, square_avg, acc_delta)
     if maximize:
         g = -g
     if weight_decay:
@@ -214,6 +243,7 @@ def adadelta_update(param, grad, square_avg, acc_delta, **hyper) -> None:
 # -- LAMB ---------------------------------------------------------------------------------------
 def _lamb_kernel(p, g, m, v, *, lr, beta1, beta2, eps, weight_decay, clamp_value,
                  bias_correction, maximize, step):  # fmt: skip
+    _reject_other_shapes(p, g, m, v)
     if maximize:
         g = -g
     m *= beta1

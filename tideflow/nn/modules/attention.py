@@ -27,15 +27,16 @@ __all__ = ["MultiheadAttention", "multi_head_attention_forward"]
 
 
 def _canonical_mask(mask, mask_name: str, other_type, other_name: str, target_type,
-                    check_other: bool = True):  # fmt: skip
+                    check_other: bool = True, *, layer: str | None = None):  # fmt: skip
     """A boolean mask (True = masked) as an additive float mask (-inf where masked) of
     `target_type`; float masks pass through. PyTorch warns when the two masks of one call
-    differ in dtype, and so do we."""
+    differ in dtype, and so do we. `layer` prefixes the error message."""
     if mask is None:
         return None
     if mask.dtype is not dtypes.bool_ and not mask.dtype.is_floating_point:
+        prefix = f"{layer}: " if layer else ""
         raise DTypeError(
-            f"only bool and floating types of {mask_name} are supported, got {mask.dtype}"
+            f"{prefix}only bool and floating types of {mask_name} are supported, got {mask.dtype}"
         )
     if check_other and other_type is not None and mask.dtype is not other_type:
         warnings.warn(
@@ -52,40 +53,74 @@ def _none_or_dtype(mask):
     return None if mask is None else mask.dtype
 
 
-def _check_shapes(query, key, value, key_padding_mask, attn_mask, num_heads: int) -> bool:
-    """PyTorch's rank rules; returns whether the inputs are batched."""
+def _check_shapes(layer: str, query, key, value, key_padding_mask, attn_mask, num_heads: int,
+                  separate_weights: bool, batch_first: bool) -> bool:  # fmt: skip
+    """PyTorch's rank rules, and key/value lengths and batch sizes that agree, checked on the
+    inputs as passed (`batch_first` says where their batch dim is). Returns whether the
+    inputs are batched."""
     if query.ndim not in (2, 3):
         raise ShapeError(
-            "query should be unbatched 2D or batched 3D tensor but received "
+            f"{layer}: query should be unbatched 2D or batched 3D tensor but received "
             f"{query.ndim}-D query tensor"
         )
     batched = query.ndim == 3
     kind, rank = ("batched (3-D)", 3) if batched else ("unbatched (2-D)", 2)
     if key.ndim != rank or value.ndim != rank:
         raise ShapeError(
-            f"For {kind} `query`, expected `key` and `value` to be {rank}-D but found "
+            f"{layer}: For {kind} `query`, expected `key` and `value` to be {rank}-D but found "
             f"{key.ndim}-D and {value.ndim}-D tensors respectively"
         )
     if key_padding_mask is not None and key_padding_mask.ndim != rank - 1:
         raise ShapeError(
-            f"For {kind} `query`, expected `key_padding_mask` to be `None` or {rank - 1}-D "
-            f"but found {key_padding_mask.ndim}-D tensor instead"
+            f"{layer}: For {kind} `query`, expected `key_padding_mask` to be `None` or "
+            f"{rank - 1}-D but found {key_padding_mask.ndim}-D tensor instead"
         )
     if attn_mask is not None:
         if attn_mask.ndim not in (2, 3):
             raise ShapeError(
-                f"For {kind} `query`, expected `attn_mask` to be `None`, 2-D or 3-D but found "
-                f"{attn_mask.ndim}-D tensor instead"
+                f"{layer}: For {kind} `query`, expected `attn_mask` to be `None`, 2-D or 3-D "
+                f"but found {attn_mask.ndim}-D tensor instead"
             )
         expected = (num_heads, query.shape[0], key.shape[0])
         if not batched and attn_mask.ndim == 3 and tuple(attn_mask.shape) != expected:
             raise ShapeError(
-                f"Expected `attn_mask` shape to be {expected} but got {list(attn_mask.shape)}"
+                f"{layer}: Expected `attn_mask` shape to be {expected} but got "
+                f"{list(attn_mask.shape)}"
             )
+    if separate_weights:  # key and value may differ in their feature size (kdim, vdim)
+        if key.shape[:-1] != value.shape[:-1]:
+            raise ShapeError(
+                f"{layer}: key's sequence and batch dims {list(key.shape[:-1])} do not match "
+                f"value's {list(value.shape[:-1])} (key shape {list(key.shape)}, value shape "
+                f"{list(value.shape)})"
+            )
+    elif key.shape != value.shape:
+        raise ShapeError(
+            f"{layer}: key shape {list(key.shape)} does not match value shape {list(value.shape)}"
+        )
+    batch_dim = 0 if batch_first else 1
+    if batched and key.shape[batch_dim] != query.shape[batch_dim]:
+        raise ShapeError(
+            f"{layer}: query and key must have the same batch size (dim {batch_dim}), got "
+            f"query of shape {list(query.shape)} and key of shape {list(key.shape)}"
+        )
     return batched
 
 
-def _in_projection(query, key, value, in_proj_weight, in_proj_bias, separate_weights):
+def _seq_first(query, key, value) -> tuple:
+    """Batch-first (N, L, E) inputs as (L, N, E). An input passed twice is transposed once, so
+    `query is key is value` stays true for self-attention (one in-projection matmul)."""
+    if key is value:
+        if query is key:
+            query = key = value = query.transpose(1, 0)
+        else:
+            query, key = (x.transpose(1, 0) for x in (query, key))
+            value = key
+        return query, key, value
+    return tuple(x.transpose(1, 0) for x in (query, key, value))
+
+
+def _in_projection(layer, query, key, value, in_proj_weight, in_proj_bias, separate_weights):
     """q, k, v = the inputs through their slices of the packed projection (or through the
     separate q/k/v weights); self-attention does it in one matmul."""
     b_q, b_k, b_v = (None,) * 3 if in_proj_bias is None else in_proj_bias.chunk(3)
@@ -95,8 +130,8 @@ def _in_projection(query, key, value, in_proj_weight, in_proj_bias, separate_wei
         for name, w, x in (("query", w_q, query), ("key", w_k, key), ("value", w_v, value)):
             if tuple(w.shape) != (embed_dim, x.shape[-1]):
                 raise ShapeError(
-                    f"expecting {name} weights shape of {(embed_dim, x.shape[-1])}, but got "
-                    f"{list(w.shape)}"
+                    f"{layer}: expecting {name} weights shape of {(embed_dim, x.shape[-1])}, "
+                    f"but got {list(w.shape)}"
                 )
         return F.linear(query, w_q, b_q), F.linear(key, w_k, b_k), F.linear(value, w_v, b_v)
     if query is key and key is value:
@@ -105,18 +140,18 @@ def _in_projection(query, key, value, in_proj_weight, in_proj_bias, separate_wei
     return F.linear(query, w_q, b_q), F.linear(key, w_k, b_k), F.linear(value, w_v, b_v)
 
 
-def _check_attn_mask(attn_mask, tgt_len: int, src_len: int, batch_heads: int):
+def _check_attn_mask(layer: str, attn_mask, tgt_len: int, src_len: int, batch_heads: int):
     """The float mask as (1 or N * num_heads, L, S)."""
     if attn_mask.ndim == 2:
         if tuple(attn_mask.shape) != (tgt_len, src_len):
             raise ShapeError(
-                f"The shape of the 2D attn_mask is {list(attn_mask.shape)}, but should be "
-                f"{(tgt_len, src_len)}."
+                f"{layer}: The shape of the 2D attn_mask is {list(attn_mask.shape)}, but should "
+                f"be {(tgt_len, src_len)}."
             )
         return attn_mask.unsqueeze(0)
     if tuple(attn_mask.shape) != (batch_heads, tgt_len, src_len):
         raise ShapeError(
-            f"The shape of the 3D attn_mask is {list(attn_mask.shape)}, but should be "
+            f"{layer}: The shape of the 3D attn_mask is {list(attn_mask.shape)}, but should be "
             f"{(batch_heads, tgt_len, src_len)}."
         )
     return attn_mask
@@ -132,12 +167,43 @@ def _heads(x, length: int, batch_heads: int, head_dim: int):
     return x.reshape(length, batch_heads, head_dim).transpose(0, 1)
 
 
-def _static(name: str, t, batch_heads: int, head_dim: int):
+def _static(layer: str, name: str, t, batch_heads: int, head_dim: int):
     if t.shape[0] != batch_heads or t.shape[2] != head_dim:
         raise ShapeError(
-            f"expecting {name} of shape ({batch_heads}, S, {head_dim}), got {list(t.shape)}"
+            f"{layer}: expecting {name} of shape ({batch_heads}, S, {head_dim}), got "
+            f"{list(t.shape)}"
         )
     return t
+
+
+def _attend(q, k, v, attn_mask, dropout_p: float, need_weights: bool, is_causal: bool,
+            average_attn_weights: bool, bsz: int, num_heads: int):  # fmt: skip
+    """Attention of the per-head q (N * num_heads, L, head_dim) to k and v: the heads'
+    outputs as (L, N, E) rows and the attention weights (None without `need_weights`)."""
+    tgt_len, head_dim = q.shape[1:]
+    src_len = k.shape[1]
+    if need_weights:
+        scores_q = q * math.sqrt(1.0 / head_dim)
+        if attn_mask is not None:
+            scores = baddbmm(attn_mask, scores_q, k.transpose(-2, -1))
+        else:
+            scores = bmm(scores_q, k.transpose(-2, -1))
+        weights = F.softmax(scores, dim=-1)
+        if dropout_p > 0:  # NOTE: like PyTorch, the weights returned are the dropped-out ones
+            weights = F.dropout(weights, dropout_p)
+        attended = bmm(weights, v).transpose(0, 1)  # (L, N * num_heads, head_dim)
+        weights = weights.view(bsz, num_heads, tgt_len, src_len)
+        return attended, (weights.mean(dim=1) if average_attn_weights else weights)
+    if attn_mask is not None:
+        if attn_mask.shape[0] == 1:
+            attn_mask = attn_mask.unsqueeze(0)
+        else:
+            attn_mask = attn_mask.view(bsz, num_heads, -1, src_len)
+    q = q.view(bsz, num_heads, tgt_len, head_dim)
+    k = k.view(bsz, num_heads, src_len, head_dim)
+    v = v.view(bsz, num_heads, src_len, head_dim)
+    attended = F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)
+    return attended.permute(2, 0, 1, 3), None  # (L, N, num_heads, head_dim)
 
 
 def multi_head_attention_forward(
@@ -159,74 +225,95 @@ def multi_head_attention_forward(
     >>> out.shape, weights.shape
     (tideflow.Size([5, 2, 8]), tideflow.Size([2, 5, 5]))
     """
-    batched = _check_shapes(query, key, value, key_padding_mask, attn_mask, num_heads)
+    return _multi_head_attention(
+        "multi_head_attention_forward", query, key, value, embed_dim_to_check, num_heads,
+        in_proj_weight, in_proj_bias, bias_k, bias_v, add_zero_attn, dropout_p,
+        out_proj_weight, out_proj_bias, training=training, key_padding_mask=key_padding_mask,
+        need_weights=need_weights, attn_mask=attn_mask,
+        use_separate_proj_weight=use_separate_proj_weight, q_proj_weight=q_proj_weight,
+        k_proj_weight=k_proj_weight, v_proj_weight=v_proj_weight, static_k=static_k,
+        static_v=static_v, average_attn_weights=average_attn_weights, is_causal=is_causal,
+    )  # fmt: skip
+
+
+def _multi_head_attention(
+    layer, query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
+    bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias, *, training,
+    key_padding_mask, need_weights, attn_mask, use_separate_proj_weight, q_proj_weight,
+    k_proj_weight, v_proj_weight, static_k, static_v, average_attn_weights, is_causal,
+    batch_first=False,
+):  # fmt: skip
+    """`multi_head_attention_forward` for the caller `layer`, which its errors name, on
+    inputs that are batch-first (N, L, E) when `batch_first` (and the output too)."""
+    batched = _check_shapes(
+        layer, query, key, value, key_padding_mask, attn_mask, num_heads,
+        use_separate_proj_weight, batch_first,
+    )  # fmt: skip
     if not batched:
         query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
         if key_padding_mask is not None:
             key_padding_mask = key_padding_mask.unsqueeze(0)
+    elif batch_first:
+        query, key, value = _seq_first(query, key, value)
     tgt_len, bsz, embed_dim = query.shape
     key_padding_mask = _canonical_mask(
         key_padding_mask, "key_padding_mask", _none_or_dtype(attn_mask), "attn_mask",
-        query.dtype,
+        query.dtype, layer=layer,
     )  # fmt: skip
     if is_causal and attn_mask is None:
         raise TideflowError(
-            "Need attn_mask if specifying the is_causal hint. You may use the Transformer "
-            "module method `generate_square_subsequent_mask` to create this mask."
+            f"{layer}: Need attn_mask if specifying the is_causal hint. You may use the "
+            "Transformer module method `generate_square_subsequent_mask` to create this mask."
         )
     if is_causal and key_padding_mask is None and not need_weights:
         # NOTE: like PyTorch, trust the hint: scaled_dot_product_attention masks causally.
         attn_mask = None
     else:
-        attn_mask = _canonical_mask(attn_mask, "attn_mask", None, "", query.dtype, False)
+        attn_mask = _canonical_mask(
+            attn_mask, "attn_mask", None, "", query.dtype, False, layer=layer
+        )
         if key_padding_mask is not None:
             is_causal = False  # the merged mask is not causal any more
     if embed_dim != embed_dim_to_check:
         raise ShapeError(
-            f"was expecting embedding dimension of {embed_dim_to_check}, but got {embed_dim}"
+            f"{layer}: was expecting embedding dimension of {embed_dim_to_check}, but got "
+            f"{embed_dim}"
         )
     head_dim = embed_dim // num_heads
     if head_dim * num_heads != embed_dim:
-        raise ShapeError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
+        raise ShapeError(f"{layer}: embed_dim {embed_dim} not divisible by num_heads {num_heads}")
     if use_separate_proj_weight:
-        if key.shape[:2] != value.shape[:2]:
-            raise ShapeError(
-                f"key's sequence and batch dims {list(key.shape[:2])} do not match value's "
-                f"{list(value.shape[:2])}"
-            )
         separate = (q_proj_weight, k_proj_weight, v_proj_weight)
         if any(w is None for w in separate):
             raise TideflowError(
-                "use_separate_proj_weight is True but q_proj_weight, k_proj_weight or "
-                "v_proj_weight is None"
+                f"{layer}: use_separate_proj_weight is True but q_proj_weight, k_proj_weight "
+                "or v_proj_weight is None"
             )
     else:
-        if key.shape != value.shape:
-            raise ShapeError(
-                f"key shape {list(key.shape)} does not match value shape {list(value.shape)}"
-            )
         if in_proj_weight is None:
-            raise TideflowError("use_separate_proj_weight is False but in_proj_weight is None")
+            raise TideflowError(
+                f"{layer}: use_separate_proj_weight is False but in_proj_weight is None"
+            )
         separate = None
-    q, k, v = _in_projection(query, key, value, in_proj_weight, in_proj_bias, separate)
+    q, k, v = _in_projection(layer, query, key, value, in_proj_weight, in_proj_bias, separate)
 
     batch_heads = bsz * num_heads
     if attn_mask is not None:
-        attn_mask = _check_attn_mask(attn_mask, tgt_len, key.shape[0], batch_heads)
+        attn_mask = _check_attn_mask(layer, attn_mask, tgt_len, key.shape[0], batch_heads)
     if (bias_k is None) != (bias_v is None):
-        raise TideflowError("bias_k and bias_v must be given together")
+        raise TideflowError(f"{layer}: bias_k and bias_v must be given together")
     if bias_k is not None:
         if static_k is not None or static_v is not None:
-            raise TideflowError("bias cannot be added to static key or value.")
+            raise TideflowError(f"{layer}: bias cannot be added to static key or value.")
         k = cat([k, bias_k.repeat(1, bsz, 1)])
         v = cat([v, bias_v.repeat(1, bsz, 1)])
         attn_mask, key_padding_mask = _pad_key(attn_mask), _pad_key(key_padding_mask)
 
     q = _heads(q, tgt_len, batch_heads, head_dim)
     k = _heads(k, k.shape[0], batch_heads, head_dim) if static_k is None else (
-        _static("static_k", static_k, batch_heads, head_dim))  # fmt: skip
+        _static(layer, "static_k", static_k, batch_heads, head_dim))  # fmt: skip
     v = _heads(v, v.shape[0], batch_heads, head_dim) if static_v is None else (
-        _static("static_v", static_v, batch_heads, head_dim))  # fmt: skip
+        _static(layer, "static_v", static_v, batch_heads, head_dim))  # fmt: skip
     if add_zero_attn:
         k = cat([k, zeros(batch_heads, 1, head_dim, dtype=k.dtype, device=k.device)], 1)
         v = cat([v, zeros(batch_heads, 1, head_dim, dtype=v.dtype, device=v.device)], 1)
@@ -236,46 +323,22 @@ def multi_head_attention_forward(
     if key_padding_mask is not None:
         if tuple(key_padding_mask.shape) != (bsz, src_len):
             raise ShapeError(
-                f"Expected key_padding_mask of shape {(bsz, src_len)} (batch, source length), "
-                f"but got {list(key_padding_mask.shape)}"
+                f"{layer}: Expected key_padding_mask of shape {(bsz, src_len)} (batch, source "
+                f"length), but got {list(key_padding_mask.shape)}"
             )
         per_head = key_padding_mask.view(bsz, 1, 1, src_len).expand(-1, num_heads, -1, -1)
         per_head = per_head.reshape(batch_heads, 1, src_len)
         attn_mask = per_head if attn_mask is None else attn_mask + per_head
-    if not training:
-        dropout_p = 0.0
 
-    if need_weights:
-        scores_q = q * math.sqrt(1.0 / head_dim)
-        if attn_mask is not None:
-            scores = baddbmm(attn_mask, scores_q, k.transpose(-2, -1))
-        else:
-            scores = bmm(scores_q, k.transpose(-2, -1))
-        weights = F.softmax(scores, dim=-1)
-        if dropout_p > 0:  # NOTE: like PyTorch, the weights returned are the dropped-out ones
-            weights = F.dropout(weights, dropout_p)
-        attended = bmm(weights, v)
-        attended = attended.transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
-        out = F.linear(attended, out_proj_weight, out_proj_bias).view(tgt_len, bsz, -1)
-        weights = weights.view(bsz, num_heads, tgt_len, src_len)
-        if average_attn_weights:
-            weights = weights.mean(dim=1)
-        if not batched:
-            out, weights = out.squeeze(1), weights.squeeze(0)
-        return out, weights
-
-    if attn_mask is not None:
-        if attn_mask.shape[0] == 1:
-            attn_mask = attn_mask.unsqueeze(0)
-        else:
-            attn_mask = attn_mask.view(bsz, num_heads, -1, src_len)
-    q = q.view(bsz, num_heads, tgt_len, head_dim)
-    k = k.view(bsz, num_heads, src_len, head_dim)
-    v = v.view(bsz, num_heads, src_len, head_dim)
-    attended = F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)
-    attended = attended.permute(2, 0, 1, 3).reshape(bsz * tgt_len, embed_dim)
+    attended, weights = _attend(
+        q, k, v, attn_mask, dropout_p if training else 0.0, need_weights, is_causal,
+        average_attn_weights, bsz, num_heads,
+    )  # fmt: skip
+    attended = attended.reshape(tgt_len * bsz, embed_dim)
     out = F.linear(attended, out_proj_weight, out_proj_bias).view(tgt_len, bsz, -1)
-    return (out if batched else out.squeeze(1)), None
+    if not batched:
+        return out.squeeze(1), (None if weights is None else weights.squeeze(0))
+    return (out.transpose(1, 0) if batch_first else out), weights
 
 
 class MultiheadAttention(Module):
@@ -363,35 +426,15 @@ class MultiheadAttention(Module):
         """query (L, N, E) ((N, L, E) with batch_first, (L, E) unbatched), key/value
         (S, N, kdim/vdim). key_padding_mask (N, S) and attn_mask (L, S) or
         (N * num_heads, L, S): True (bool) or the added float marks what is not attended."""
-        key_padding_mask = _canonical_mask(
-            key_padding_mask, "key_padding_mask", _none_or_dtype(attn_mask), "attn_mask",
-            query.dtype,
+        return _multi_head_attention(
+            "MultiheadAttention", query, key, value, self.embed_dim, self.num_heads,
+            self.in_proj_weight, self.in_proj_bias, self.bias_k, self.bias_v,
+            self.add_zero_attn, self.dropout, self.out_proj.weight, self.out_proj.bias,
+            training=self.training, key_padding_mask=key_padding_mask,
+            need_weights=need_weights, attn_mask=attn_mask,
+            use_separate_proj_weight=not self._qkv_same_embed_dim,
+            q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight,
+            v_proj_weight=self.v_proj_weight, static_k=None, static_v=None,
+            average_attn_weights=average_attn_weights, is_causal=is_causal,
+            batch_first=self.batch_first,
         )  # fmt: skip
-        attn_mask = _canonical_mask(attn_mask, "attn_mask", None, "", query.dtype, False)
-        batch_first = self.batch_first and query.ndim == 3
-        if batch_first:
-            # NOTE: keep `query is key is value` true for self-attention (one matmul).
-            if key is value:
-                if query is key:
-                    query = key = value = query.transpose(1, 0)
-                else:
-                    query, key = (x.transpose(1, 0) for x in (query, key))
-                    value = key
-            else:
-                query, key, value = (x.transpose(1, 0) for x in (query, key, value))
-        separate = {}
-        if not self._qkv_same_embed_dim:
-            separate = {
-                "use_separate_proj_weight": True,
-                "q_proj_weight": self.q_proj_weight,
-                "k_proj_weight": self.k_proj_weight,
-                "v_proj_weight": self.v_proj_weight,
-            }
-        out, weights = multi_head_attention_forward(
-            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight,
-            self.in_proj_bias, self.bias_k, self.bias_v, self.add_zero_attn, self.dropout,
-            self.out_proj.weight, self.out_proj.bias, training=self.training,
-            key_padding_mask=key_padding_mask, need_weights=need_weights, attn_mask=attn_mask,
-            average_attn_weights=average_attn_weights, is_causal=is_causal, **separate,
-        )  # fmt: skip
-        return (out.transpose(1, 0) if batch_first else out), weights

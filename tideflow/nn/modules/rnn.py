@@ -18,7 +18,6 @@ import warnings
 from collections.abc import Callable
 from typing import NamedTuple
 
-from ...autograd.function import Function
 from ...framework.errors import ShapeError
 from ...framework.tensor import Tensor
 from ...ops.creation import empty, zeros
@@ -42,26 +41,9 @@ class _Weights(NamedTuple):
     w_hr: Tensor | None = None
 
 
-class _Split(Function):
-    """`x.split(sizes, dim)` as one autograd node whose backward is one `cat`.
-
-    NOTE: `ops.shape.split`/`chunk` record one slice per piece, and each piece's backward
-    scatters into zeros of the input's full size: O(steps**2) work for a sequence split into
-    its time steps. Use `x.split` again once split is a single multi-output op."""
-
-    @staticmethod
-    def forward(ctx, x: Tensor, sizes: list, dim: int) -> tuple:
-        ctx.dim = dim
-        return x.split(sizes, dim)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return cat(grads, ctx.dim), None, None
-
-
 def _chunk(x: Tensor, chunks: int) -> tuple:
     """The gates of a (batch, chunks * hidden) tensor."""
-    return _Split.apply(x, x.shape[1] // chunks, 1)
+    return x.chunk(chunks, 1)
 
 
 # -- one time step: (projected input, state) -> new state. The state is a tuple: (h,) or
@@ -119,7 +101,7 @@ def _rows(state: tuple, start: int, stop: int) -> tuple:
 def _run_direction(x, batch_sizes: list, state: tuple, w: _Weights, step, reverse: bool):
     """One direction of one layer over the packed rows `x`: the packed outputs and the final
     state, whose rows are the sequences' states at their own last step."""
-    inputs = _Split.apply(F.linear(x, w.w_ih, w.b_ih), batch_sizes, 0)
+    inputs = F.linear(x, w.w_ih, w.b_ih).split(batch_sizes, 0)
     outputs = [None] * len(inputs)
     if reverse:
         # The walk starts at the last step, where only the longest sequences run; the others
@@ -145,11 +127,11 @@ def _run_direction(x, batch_sizes: list, state: tuple, w: _Weights, step, revers
     return cat(outputs), state
 
 
-def _check_dtype(input: Tensor, weight: Tensor) -> None:
+def _check_dtype(layer: str, input: Tensor, weight: Tensor) -> None:
     if input.dtype is not weight.dtype:
         raise ValueError(
-            f"RNN input dtype ({input.dtype}) does not match weight dtype ({weight.dtype}). "
-            f"Convert input: input.to({weight.dtype}), or convert model: "
+            f"{layer}: input dtype ({input.dtype}) does not match weight dtype "
+            f"({weight.dtype}). Convert input: input.to({weight.dtype}), or convert model: "
             f"model.to({input.dtype})"
         )
 
@@ -271,7 +253,17 @@ class RNNBase(Module):
             s += f", bidirectional={self.bidirectional}"
         return s
 
+    @property
+    def _layer(self) -> str:
+        """The layer's name in error messages."""
+        return "RNN" if self.mode.startswith("RNN") else self.mode
+
     # -- the state: (h,) for RNN and GRU, (h, c) for LSTM --------------------------------
+    @property
+    def _num_states(self) -> int:
+        """The first dim of h_0 (and c_0): one state per (layer, direction)."""
+        return self.num_layers * (2 if self.bidirectional else 1)
+
     @property
     def _state_sizes(self) -> tuple[int, ...]:
         if self.mode == "LSTM":
@@ -296,31 +288,39 @@ class RNNBase(Module):
         if all(s.ndim == ndim for s in state):
             return
         kind = "batched 3-D" if ndim == 3 else "unbatched 2-D"
+        prefix = f"{self._layer}: For {kind} input,"
         if len(state) == 1:
             got = f"{state[0].ndim}-D tensor"
-            raise ShapeError(f"For {kind} input, hx should also be {ndim}-D but got {got}")
+            raise ShapeError(f"{prefix} hx should also be {ndim}-D but got {got}")
         got = "(" + ", ".join(f"{s.ndim}-D" for s in state) + ") tensors"
-        raise ShapeError(f"For {kind} input, hx and cx should also be {ndim}-D but got {got}")
+        raise ShapeError(f"{prefix} hx and cx should also be {ndim}-D but got {got}")
 
-    def _initial_state(self, state: tuple | None, batch: int, like: Tensor) -> tuple:
-        layers = self.num_layers * (2 if self.bidirectional else 1)
-        expected = [(layers, batch, size) for size in self._state_sizes]
-        if state is None:
-            return tuple(zeros(shape, dtype=like.dtype, device=like.device) for shape in expected)
-        for i, (s, shape) in enumerate(zip(state, expected, strict=True)):
-            if tuple(s.shape) != shape:
+    def _check_state_shapes(self, state: tuple, batch: int | None) -> None:
+        """Each initial state is (states, batch, size), or (states, size) for an unbatched
+        input (batch None): checked as the user passed it, before any batch dim is added."""
+        for i, (s, size) in enumerate(zip(state, self._state_sizes, strict=True)):
+            expected = (self._num_states, size)
+            if batch is not None:
+                expected = (self._num_states, batch, size)
+            if tuple(s.shape) != expected:
                 which = "hidden" if len(state) == 1 else f"hidden[{i}]"
-                raise ShapeError(f"Expected {which} size {shape}, got {list(s.shape)}")
-        return state
+                raise ShapeError(
+                    f"{self._layer}: Expected {which} size {expected}, got {list(s.shape)}"
+                )
 
-    def _check_input(self, x: Tensor, ndim: int) -> None:
-        _check_dtype(x, self.weight_ih_l0)
-        if x.ndim != ndim:
-            raise ShapeError(f"input must have {ndim} dimensions, got {x.ndim}")
+    def _zero_state(self, batch: int, like: Tensor) -> tuple:
+        return tuple(
+            zeros((self._num_states, batch, size), dtype=like.dtype, device=like.device)
+            for size in self._state_sizes
+        )
+
+    def _check_input(self, x: Tensor) -> None:
+        """The input's dtype and feature size; the message shows the shape the user passed."""
+        _check_dtype(self._layer, x, self.weight_ih_l0)
         if x.shape[-1] != self.input_size:
             raise ShapeError(
-                "input.size(-1) must be equal to input_size. "
-                f"Expected {self.input_size}, got {x.shape[-1]}"
+                f"{self._layer}: input.size(-1) must be equal to input_size. Expected "
+                f"{self.input_size}, got {x.shape[-1]} (input shape {list(x.shape)})"
             )
 
     # -- forward --------------------------------------------------------------------------
@@ -331,23 +331,29 @@ class RNNBase(Module):
         state = self._as_state(hx)
         if isinstance(input, PackedSequence):
             return self._forward_packed(input, state)
-        name = "RNN" if self.mode.startswith("RNN") else self.mode
         if input.ndim not in (2, 3):
             raise ValueError(
-                f"{name}: Expected input to be 2D or 3D, got {input.ndim}D tensor instead"
+                f"{self._layer}: Expected input to be 2D or 3D, got {input.ndim}D tensor instead"
             )
         batched = input.ndim == 3
         if state is not None:
             self._check_state_dims(state, input.ndim)
+        self._check_input(input)
+        time_dim = 1 if batched and self.batch_first else 0
+        if input.shape[time_dim] == 0:
+            raise ShapeError(
+                f"{self._layer}: Expected sequence length to be larger than 0, got input of "
+                f"shape {list(input.shape)}"
+            )
+        if state is not None:
+            self._check_state_shapes(state, input.shape[1 - time_dim] if batched else None)
         if not batched:
             input = input.unsqueeze(0 if self.batch_first else 1)
             state = None if state is None else tuple(s.unsqueeze(1) for s in state)
-        self._check_input(input, 3)
         x = input.transpose(0, 1) if self.batch_first else input
         steps, batch = x.shape[:2]
-        if steps == 0:
-            raise ShapeError("Expected sequence length to be larger than 0 in RNN")
-        state = self._initial_state(state, batch, x)
+        if state is None:
+            state = self._zero_state(batch, x)
         rows, state = self._run(x.reshape(steps * batch, x.shape[2]), [batch] * steps, state)
         output = rows.reshape(steps, batch, rows.shape[-1])
         if self.batch_first:
@@ -359,11 +365,19 @@ class RNNBase(Module):
 
     def _forward_packed(self, packed: PackedSequence, state: tuple | None):
         data, batch_sizes, sorted_indices, unsorted_indices = packed
-        self._check_input(data, 2)
+        if data.ndim != 2:
+            raise ShapeError(
+                f"{self._layer}: the packed data must be 2-D (rows, input_size), got shape "
+                f"{list(data.shape)}"
+            )
+        self._check_input(data)
         sizes = batch_sizes.tolist()
-        if state is not None and sorted_indices is not None:
-            state = tuple(s.index_select(1, sorted_indices) for s in state)
-        state = self._initial_state(state, sizes[0], data)
+        if state is None:
+            state = self._zero_state(sizes[0], data)
+        else:
+            self._check_state_shapes(state, sizes[0])
+            if sorted_indices is not None:
+                state = tuple(s.index_select(1, sorted_indices) for s in state)
         rows, state = self._run(data, sizes, state)
         if unsorted_indices is not None:
             state = tuple(s.index_select(1, unsorted_indices) for s in state)
@@ -523,10 +537,10 @@ class RNNCellBase(Module):
         if not batched:
             input = input.unsqueeze(0)
             state = None if state is None else tuple(s.unsqueeze(0) for s in state)
-        _check_dtype(input, self.weight_ih)
+        _check_dtype(cell, input, self.weight_ih)
         if input.shape[1] != self.input_size:
             raise ShapeError(
-                f"input has inconsistent input_size: got {input.shape[1]} expected "
+                f"{cell}: input has inconsistent input_size: got {input.shape[1]} expected "
                 f"{self.input_size}"
             )
         batch = input.shape[0]
@@ -538,12 +552,13 @@ class RNNCellBase(Module):
         for i, s in enumerate(state):
             if s.shape[0] != batch:
                 raise ShapeError(
-                    f"Input batch size {batch} doesn't match hidden{i} batch size {s.shape[0]}"
+                    f"{cell}: Input batch size {batch} doesn't match hidden{i} batch size "
+                    f"{s.shape[0]}"
                 )
             if s.shape[1] != self.hidden_size:
                 raise ShapeError(
-                    f"hidden{i} has inconsistent hidden_size: got {s.shape[1]}, expected "
-                    f"{self.hidden_size}"
+                    f"{cell}: hidden{i} has inconsistent hidden_size: got {s.shape[1]}, "
+                    f"expected {self.hidden_size}"
                 )
         weights = _Weights(self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
         state = _STEPS[self._mode](F.linear(input, self.weight_ih, self.bias_ih), state, weights)

@@ -111,10 +111,14 @@ def _name(transposed: bool, nd: int) -> str:
     return f"conv_transpose{nd}d" if transposed else f"conv{nd}d"
 
 
-def conv_shape(x_shape, w_shape, b_shape, *, stride, padding, dilation, groups, transposed):
-    """Output shape of a convolution; raises the user-facing errors of bad operands."""
+def conv_shape(x_shape, w_shape, b_shape, *, stride, padding, dilation, groups, transposed,
+               batched=True):  # fmt: skip
+    """Output shape of a convolution; raises the user-facing errors of bad operands. For an
+    input the user passed unbatched (`batched=False`), `x_shape` has the batch dim of 1 that
+    the public function added, and messages show the shape without it."""
     nd = len(stride)
     op = _name(transposed, nd)
+    passed = list(x_shape if batched else x_shape[1:])
     if len(x_shape) != nd + 2:
         raise ShapeError(
             f"{op}: expected a {nd + 2}-d input (batch, channels, {nd} spatial), got input of "
@@ -142,7 +146,7 @@ def conv_shape(x_shape, w_shape, b_shape, *, stride, padding, dilation, groups, 
     if c != expected:
         raise ShapeError(
             f"{op}: expected input with {expected} channels (weight shape {list(w_shape)}, "
-            f"groups={groups}), got input of shape {list(x_shape)}"
+            f"groups={groups}), got input of shape {passed}"
         )
     extent = [d * (k - 1) + 1 for k, d in zip(kernel, dilation, strict=True)]
     if transposed:
@@ -152,7 +156,7 @@ def conv_shape(x_shape, w_shape, b_shape, *, stride, padding, dilation, groups, 
         ]
         if min(out, default=1) < 1:
             raise ShapeError(
-                f"{op}: the output size {out} computed from the input of shape {list(x_shape)}, "
+                f"{op}: the output size {out} computed from the input of shape {passed}, "
                 f"weight {list(w_shape)}, stride {list(stride)} and padding {list(padding)} is "
                 "too small"
             )
@@ -161,7 +165,7 @@ def conv_shape(x_shape, w_shape, b_shape, *, stride, padding, dilation, groups, 
         if any(p < e for p, e in zip(padded, extent, strict=True)):
             raise ShapeError(
                 f"{op}: the kernel size {extent} (dilated) is larger than the padded input size "
-                f"{padded} (input shape {list(x_shape)}, padding {list(padding)})"
+                f"{padded} (input shape {passed}, padding {list(padding)})"
             )
         out = list(window_counts(padded, kernel, stride, dilation))
     if b_shape is not None and tuple(b_shape) != (out_channels,):
@@ -441,7 +445,18 @@ def _batched(op: str, input, nd: int):
     )
 
 
-def _unbatch(y, batched: bool):
+def _run_conv(op_def, input, weight, bias, nd: int, attrs: dict):
+    """Dispatch a convolution on `input`, batched or unbatched (C, *spatial)."""
+    transposed = op_def is _conv_transpose
+    x, batched = _batched(_name(transposed, nd), input, nd)
+    try:
+        y = dispatch(op_def, (x, weight, bias), attrs)
+    except ShapeError:
+        if not batched:  # NOTE: the failed check again, to show the shape the user passed
+            bias_shape = None if bias is None else bias.shape
+            conv_shape(x.shape, weight.shape, bias_shape, transposed=transposed, batched=False,
+                       **attrs)  # fmt: skip
+        raise
     return y if batched else y.reshape(y.shape[1:])
 
 
@@ -450,9 +465,8 @@ def _conv_nd(nd, input, weight, bias, stride, padding, dilation, groups):
     stride = ntuple(stride, nd, op, "stride")
     dilation = ntuple(dilation, nd, op, "dilation")
     pairs = _padding_pairs(op, padding, nd, weight, dilation, stride)
-    x, batched = _batched(op, input, nd)
     attrs = {"stride": stride, "padding": pairs, "dilation": dilation, "groups": int(groups)}
-    return _unbatch(dispatch(_conv, (x, weight, bias), attrs), batched)
+    return _run_conv(_conv, input, weight, bias, nd, attrs)
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -493,9 +507,8 @@ def _conv_transpose_nd(nd, input, weight, bias, stride, padding, output_padding,
                 f"{list(stride)} or the dilation {list(dilation)}"
             )
     pairs = tuple((p, p - e) for p, e in zip(amounts, extra, strict=True))
-    x, batched = _batched(op, input, nd)
     attrs = {"stride": stride, "padding": pairs, "dilation": dilation, "groups": int(groups)}
-    return _unbatch(dispatch(_conv_transpose, (x, weight, bias), attrs), batched)
+    return _run_conv(_conv_transpose, input, weight, bias, nd, attrs)
 
 
 def conv_transpose1d(

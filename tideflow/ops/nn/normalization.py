@@ -314,6 +314,18 @@ _batch_norm = defop(
 )
 
 
+def _check_running_stats(op: str, input, running_mean, running_var) -> None:
+    """In training the running statistics are updated in place after the kernel ran: check
+    them first, so that stats that do not fit fail with nothing written."""
+    if (running_mean is None) != (running_var is None):
+        raise ValueError(
+            f"{op}: running_mean and running_var must either both be None or neither be None"
+        )
+    if running_mean is not None and input.ndim >= 2:
+        stats = {"running_mean": running_mean, "running_var": running_var}
+        _check_params(op, input, (input.shape[1],), **stats)
+
+
 def _update_running(running, stat, momentum: float) -> None:
     if running is not None:
         running.mul_(1 - momentum).add_(stat, alpha=momentum)
@@ -339,6 +351,7 @@ def batch_norm(
     """
     refuse_grad("batch_norm", running_mean=running_mean, running_var=running_var)
     if training:
+        _check_running_stats("batch_norm", input, running_mean, running_var)
         n = math.prod(input.shape) // input.shape[1] if input.ndim >= 2 else 0
         if n == 1:
             raise ValueError(
@@ -421,6 +434,7 @@ def instance_norm(
             "instance_norm: expected more than 1 spatial element when training, got input "
             f"of shape {list(input.shape)}"
         )
+    _check_running_stats("instance_norm", input, running_mean, running_var)
     n, c = input.shape[:2]
     spatial = math.prod(input.shape[2:])
     # One "batch norm channel" per (sample, channel) pair.
@@ -428,7 +442,7 @@ def instance_norm(
     y, mean, var = dispatch(
         _batch_norm, (x, None, None, None, None), {"training": True, "eps": eps}
     )
-    if running_mean is not None or running_var is not None:
+    if running_mean is not None:
         with no_grad():
             _update_running(running_mean, mean.reshape(n, c).sum(0) / n, momentum)
             unbiased = var.reshape(n, c).sum(0) * (spatial / (spatial - 1) / n)
