@@ -81,6 +81,18 @@ class MpiCommunicator(Communicator):
         with _watch("allreduce", self._name):
             self._reduction(self._comm.Allreduce, sendbuf, recvbuf, op)
 
+    def iallreduce(self, sendbuf, recvbuf, op) -> Request:
+        """A non-blocking allreduce (MPI_Iallreduce) whose `wait()` completes it: DDP starts
+        each gradient bucket's reduction with it while backward goes on. MPICH advances it
+        inside later MPI calls (or in a progress thread with MPIR_CVAR_ASYNC_PROGRESS=1).
+        Dtypes MPI cannot reduce natively (bfloat16/float16, bool) and AVG take the blocking
+        path and return a finished request."""
+        if sendbuf.dtype in _WIDENED or sendbuf.dtype == _BOOL or op is ReduceOp.AVG:
+            self.allreduce(sendbuf, recvbuf, op)
+            return _Finished(self.rank)
+        send = MPI.IN_PLACE if recvbuf is sendbuf else sendbuf
+        return _MpiRequest(self._comm.Iallreduce(send, recvbuf, _OPS[op]), recvbuf, self.rank, self)
+
     def reduce(self, sendbuf, recvbuf, op, root) -> None:
         def call(send, recv, mpi_op):
             self._comm.Reduce(send, recv, mpi_op, root)
@@ -236,6 +248,18 @@ class _MpiRequest(Request):
         with _watch("wait", self._comm._name):
             self._request.Wait(status)
         return self._peer if self._peer is not None else status.Get_source()
+
+
+class _Finished(Request):
+    """A request that completed before it was returned."""
+
+    __slots__ = ("_rank",)
+
+    def __init__(self, rank: int) -> None:
+        self._rank = rank
+
+    def wait(self) -> int:
+        return self._rank
 
 
 class _Unwatched:
