@@ -289,3 +289,16 @@ def test_requires_grad_rules():
     assert flow.tensor([1.0], requires_grad=True).requires_grad
     with pytest.raises(flow.TideflowError, match="requires grad"):
         x.numpy()
+
+
+def test_assigned_gradients_must_match_the_tensor():
+    p = flow.nn.Parameter(flow.ones(3, 4))
+    with pytest.raises(
+        flow.TideflowError, match=r"gradient of size \[4\] to a tensor of size \[3, 4\]"
+    ):
+        p.grad = flow.ones(4)
+    with pytest.raises(TypeError, match="Tensor or None"):
+        p.grad = 1.0
+    p.grad = flow.zeros(3, 4)
+    (p * 2).sum().backward()
+    np.testing.assert_allclose(p.grad.numpy(), np.full((3, 4), 2.0))

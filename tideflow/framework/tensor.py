@@ -42,7 +42,7 @@ class Tensor:
     __slots__ = ("__dict__", "__weakref__", "_data", "_version")
 
     requires_grad = False
-    grad = None
+    _grad = None
     grad_fn = None
     _out_nr = 0  # which output of grad_fn this tensor is
     _base = None  # the tensor this one is a view of
@@ -143,6 +143,26 @@ class Tensor:
     @property
     def _version_count(self) -> int:
         return self._version[0]
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient accumulated by backward (leaves, and tensors that retain_grad)."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(
+                    f"assigned grad expected to be a Tensor or None, got {type(value).__name__}"
+                )
+            if tuple(value.shape) != tuple(self.shape):
+                raise TideflowError(
+                    f"attempting to assign a gradient of size {list(value.shape)} to a tensor "
+                    f"of size {list(self.shape)}; please ensure that the gradient and the tensor "
+                    "are the same size"
+                )
+        self._grad = value
 
     # -- data access ----------------------------------------------------------------------
     @property
