@@ -1,32 +1,33 @@
-"""Lowering: a Program becomes the runtime's `PlanSpec`, one task per node.
+"""Lowering: a Program becomes the runtime's `PlanSpec`.
 
 - each feed becomes a feed task `feed:<i>`; the per-call attributes of optimizer updates
   arrive through one more feed, `feed:attrs`, last;
 - each variable becomes a variable task `var:<name>` reading its holder every run;
   constants are variables too (`var:const:<id>`), holding their array;
-- each node becomes a task calling the op's CPU kernel with the node's attributes (or, for
-  an update, the attributes fed for this call) and its Python-scalar operands in place.
+- the nodes become chains (`chain.py`): maximal runs of consecutive nodes on one stream,
+  each one task `chain:<i>` that runs its nodes' kernels in program order. Every node of a
+  single-process program is on the compute stream, so its nodes form one chain; the tasks
+  of other streams (communication, in distributed graphs) will split it.
 
-The runtime orders in-place writes against the other consumers of the written value; it does
-not know which tasks return views. So a task writing a variable also takes, as inputs it
-ignores, the outputs of tasks that read views of that variable: they run before it. And a
-fetched view of a written variable, or a fetched constant, is copied by a `clone` task, so the
-caller never holds memory the plan writes or reuses.
+A task writing a variable in place declares it (`TaskSpec.mutates`): the runtime orders the
+write against the variable's other readers and gives the next iteration the variable only
+after it. Inside a chain, program order already orders writes and reads of views. A fetched
+view of a written variable, or a fetched constant, is copied by a `clone` node, so the caller
+never holds memory the plan writes or keeps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
-from ..framework.errors import TideflowError
 from ..framework.registry import get_op
 from ..runtime import PlanSpec, TaskSpec
 from .aliases import alias_roots
+from .chain import Chain
 from .ir import CONSTANT, Node, Program, Value
 
 ATTRS_FEED = "feed:attrs"
+COMPUTE_STREAM = "compute"
 
 
 class _ConstantHolder:
@@ -45,7 +46,6 @@ def lower(program: Program, quota: int = 2) -> PlanSpec:
     ...     outputs = executor.run(feed_arrays).result()
     """
     program = protect_fetches(program)
-    roots = alias_roots(program)
     sources: dict[Value, tuple[str, int]] = {}
     tasks: list[TaskSpec] = []
     variables: dict[str, object] = {}
@@ -68,27 +68,50 @@ def lower(program: Program, quota: int = 2) -> PlanSpec:
         source(f"var:{name}", v)
         variables[name] = _ConstantHolder(array)
 
-    view_readers = _view_readers(program, roots)
-    for node in program.nodes:
-        inputs = [sources[v] for v in node.inputs]
-        n_real = len(inputs)
-        inputs += _ordering_inputs(node, view_readers, sources)
-        if node.step_attrs is not None:
-            inputs.append(sources[program.step_attrs])  # type: ignore[index]
-        mutates = _mutated_inputs(node)
+    # NOTE: one chain: every node of a single-process program runs on the compute stream.
+    chains = [program.nodes] if program.nodes else []
+    read_later = _read_after(chains, program.fetches)
+    for i, nodes in enumerate(chains):
+        name = f"chain:{i}"
+        inputs = _chain_inputs(nodes, program.step_attrs)
+        outputs = [v for node in nodes for v in node.outputs if v in read_later[i]]
+        written = {node.operands[j] for node in nodes for j in node.op.mutates}
         tasks.append(
             TaskSpec(
-                node.name,
-                _kernel_call(node, n_real),
-                tuple(inputs),
-                len(node.outputs),
-                mutates=mutates,
+                name,
+                Chain(nodes, inputs, outputs, program.step_attrs),
+                tuple(sources[v] for v in inputs),
+                len(outputs),
+                stream=COMPUTE_STREAM,
+                mutates=tuple(j for j, v in enumerate(inputs) if v in written),
             )
         )
-        for i, v in enumerate(node.outputs):
-            sources[v] = (node.name, i)
+        sources.update((v, (name, j)) for j, v in enumerate(outputs))
     fetches = tuple(sources[v] for v in program.fetches)
     return PlanSpec(tuple(tasks), tuple(feeds), fetches, variables, quota)
+
+
+def _chain_inputs(nodes: tuple[Node, ...], step_attrs: Value | None) -> list[Value]:
+    """The values the chain's nodes read that none of them defines, in first-use order."""
+    defined = {v for node in nodes for v in node.outputs}
+    inputs: dict[Value, None] = {}
+    for node in nodes:
+        for v in node.inputs:
+            if v not in defined:
+                inputs[v] = None
+        if node.step_attrs is not None:
+            inputs[step_attrs] = None
+    return list(inputs)
+
+
+def _read_after(chains: list, fetches: tuple[Value, ...]) -> list[set[Value]]:
+    """Per chain, the values read by a later chain or fetched (the chain's outputs)."""
+    later: set[Value] = set(fetches)
+    read_after: list[set[Value]] = [set() for _ in chains]
+    for i in range(len(chains) - 1, -1, -1):
+        read_after[i] = set(later)
+        later.update(v for node in chains[i] for v in node.inputs)
+    return read_after
 
 
 def protect_fetches(program: Program) -> Program:
@@ -112,68 +135,3 @@ def protect_fetches(program: Program) -> Program:
     writers = [n for n in nodes if n.op.mutates]
     others = [n for n in nodes if not n.op.mutates]
     return program.replace(nodes=tuple(others + writers), fetches=tuple(fetches))
-
-
-def _view_readers(program: Program, roots: dict[Value, Value]) -> dict[Value, list[Node]]:
-    """Root value -> the nodes reading a view of it (not the root itself)."""
-    readers: dict[Value, list[Node]] = {}
-    for node in program.nodes:
-        for root in {roots[v] for v in node.inputs if v in roots}:
-            readers.setdefault(root, []).append(node)
-    return readers
-
-
-def _ordering_inputs(node: Node, view_readers: dict, sources: dict) -> list[tuple[str, int]]:
-    """Outputs of the earlier tasks that read views of what `node` writes in place."""
-    extra: list[tuple[str, int]] = []
-    for i in node.op.mutates:
-        for reader in view_readers.get(node.operands[i], ()):
-            if reader is node:
-                continue
-            if not reader.outputs:
-                raise TideflowError(
-                    f"nn.Graph: {reader.name} and {node.name} both write "
-                    f"{node.operands[i]!r} through different views; a graph orders in-place "
-                    "writes to one variable only when they use it directly"
-                )
-            extra.append(sources[reader.outputs[0]])
-    return extra
-
-
-def _mutated_inputs(node: Node) -> tuple[int, ...]:
-    """The op's mutated operand positions, as positions among the node's value inputs."""
-    position = {}
-    for i, a in enumerate(node.operands):
-        if isinstance(a, Value):
-            position[i] = len(position)
-    return tuple(position[i] for i in node.op.mutates if i in position)
-
-
-def _kernel_call(node: Node, n_inputs: int) -> Callable[..., tuple]:
-    """`fn(*input_arrays)` for the node's task: its kernel on the value operands (Python
-    scalars and None in their places), returning a tuple of arrays. Inputs past the first
-    `n_inputs` are ordering inputs, ignored, and, for an update, this call's attributes."""
-    kernel = node.op.kernels["cpu"]
-    operands = node.operands
-    slots = [i for i, a in enumerate(operands) if isinstance(a, Value)]
-    n_out = node.op.n_out
-    attrs = node.attrs
-    step_slot = node.step_attrs
-
-    def call(*inputs):
-        if len(slots) == len(operands):
-            args = inputs[:n_inputs]
-        else:
-            args = list(operands)
-            for slot, array in zip(slots, inputs, strict=False):
-                args[slot] = array
-        kw = attrs if step_slot is None else inputs[-1][step_slot]
-        out = kernel(*args, **kw)
-        if n_out == 1:
-            return (out if type(out) is np.ndarray else np.asarray(out),)
-        if n_out == 0:
-            return ()
-        return tuple(o if type(o) is np.ndarray else np.asarray(o) for o in out)
-
-    call.__name__ = node.name
-    return call

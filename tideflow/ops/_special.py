@@ -12,17 +12,33 @@ _ERFC_COEFFS = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.
                 -1.13520398, 1.48851587, -0.82215223, 0.17087277)  # fmt: skip
 
 
+# NOTE: ~25 NumPy passes per element: over a large array each pass streams it through memory;
+# in blocks of this many elements they stay in cache (13.6 ms -> 8 ms for 1M elements).
+_BLOCK = 16384
+
+
 def erfc(x: np.ndarray) -> np.ndarray:
     """The complementary error function; float32 arrays take the fast path."""
     if x.dtype != np.float32:
         return sc.erfc(x)
-    shape = x.shape
-    x = x.reshape(-1)  # NOTE: 1-d: ufuncs on 0-d arrays return scalars, which out= rejects
-    z = np.abs(x)
-    t = z * 0.5
+    flat = x.reshape(-1)  # NOTE: 1-d: ufuncs on 0-d arrays return scalars, which out= rejects
+    out = np.empty_like(flat)
+    n = min(flat.size, _BLOCK)
+    scratch = np.empty(n, np.float32), np.empty(n, np.float32), np.empty(n, np.bool_)
+    for start in range(0, flat.size, _BLOCK):
+        stop = min(start + _BLOCK, flat.size)
+        size = stop - start
+        _erfc_block(flat[start:stop], out[start:stop], *(a[:size] for a in scratch))
+    return out.reshape(x.shape)
+
+
+def _erfc_block(x, acc, z, t, negative) -> None:
+    """`acc = erfc(x)` for float32 1-d arrays, with `z`, `t`, `negative` as scratch."""
+    np.abs(x, out=z)
+    np.multiply(z, 0.5, out=t)
     t += 1.0
     np.reciprocal(t, out=t)
-    acc = np.full_like(x, _ERFC_COEFFS[-1])
+    acc.fill(_ERFC_COEFFS[-1])
     for c in reversed(_ERFC_COEFFS[1:-1]):
         acc *= t
         acc += c
@@ -32,7 +48,8 @@ def erfc(x: np.ndarray) -> np.ndarray:
     acc -= z
     np.exp(acc, out=acc)
     acc *= t
-    return np.where(x < 0, np.float32(2.0) - acc, acc).reshape(shape)
+    np.less(x, 0, out=negative)
+    np.subtract(np.float32(2.0), acc, out=acc, where=negative)
 
 
 def erf(x: np.ndarray) -> np.ndarray:

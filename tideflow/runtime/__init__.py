@@ -19,7 +19,7 @@ ready and a register is free, and tell their neighbours; nothing else schedules 
 """
 
 from .boundary import DataSource
-from .errors import ExecutorClosed, PlanError, SourceExhausted, TaskError
+from .errors import ExecutorClosed, PlanError, SourceExhausted, StepError, TaskError
 from .executor import Executor
 from .plan import PlanSpec, TaskSpec, check_plan
 
@@ -30,6 +30,7 @@ __all__ = [
     "PlanError",
     "PlanSpec",
     "SourceExhausted",
+    "StepError",
     "TaskError",
     "TaskSpec",
     "check_plan",

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .errors import TaskError
+from .errors import StepError, TaskError
 from .regst import Regst, Slot
 
 if TYPE_CHECKING:
@@ -77,6 +77,8 @@ class Actor:
             outputs = self._compute(inputs)
         except Exception as exc:
             self.regst.retire()  # its outputs for this iteration will never exist
+            if isinstance(exc, StepError):  # name the step that failed, not its task
+                raise TaskError(exc.step, self.iteration, exc.__cause__) from exc.__cause__
             raise TaskError(self.name, self.iteration, exc) from exc
         slot = self.regst.fill(outputs)
         for consumer in self.regst.immediate:

@@ -23,6 +23,15 @@ class TaskError(TideflowError):
         self.__cause__ = cause
 
 
+class StepError(Exception):
+    """Raised by a task function made of named steps (a compiled chain of ops) when one step
+    fails, with the step's exception as `__cause__`: the task's error then names the step."""
+
+    def __init__(self, step: str) -> None:
+        super().__init__(step)
+        self.step = step
+
+
 class SourceExhausted(TideflowError):
     """A run needs a batch from a `DataSource` whose iterator has ended."""
 

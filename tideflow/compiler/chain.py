@@ -1,0 +1,111 @@
+"""Chains: consecutive nodes of one stream run as one task.
+
+A plan with a task per node pays the actor protocol (a "ready" and a "free" message, a
+thread hand-off) for every op: on a GPT step of ~600 nodes that is more than the small
+kernels themselves. OneFlow merges the ops of one device and stream into chains for the same
+reason; here a chain is a straight-line interpreter over its nodes' kernels, in program
+order, so in-place writes and reads of views happen in the order they were traced with no
+added synchronization. Each intermediate array is dropped after its last use in the chain,
+which lets the allocator reuse its memory for the next kernel, as the memory plan assumes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..runtime import StepError
+from .ir import Node, Value
+
+
+class Chain:
+    """`chain(*input_arrays)` runs `nodes` and returns the arrays of `outputs`.
+
+    `inputs` are the values the nodes read from outside the chain, in the order the task
+    passes them; `step_attrs` (one of the inputs, or None) is the per-call attributes of
+    optimizer updates. A kernel that raises fails the chain with a `StepError` naming its
+    node, so errors name the op, not the chain.
+    """
+
+    def __init__(
+        self,
+        nodes: Sequence[Node],
+        inputs: Sequence[Value],
+        outputs: Sequence[Value],
+        step_attrs: Value | None = None,
+    ) -> None:
+        slot: dict[Value, int] = {v: i for i, v in enumerate(inputs)}
+        for node in nodes:
+            for v in node.outputs:
+                slot[v] = len(slot)
+        last_use: dict[Value, int] = {}
+        for i, node in enumerate(nodes):
+            for v in node.inputs:
+                last_use[v] = i
+        kept = set(outputs) | set(inputs)  # the caller owns inputs; outputs are returned
+        releases: list[list[int]] = [[] for _ in nodes]
+        for v, i in last_use.items():
+            if v not in kept:
+                releases[i].append(slot[v])
+        self._steps = tuple(
+            (
+                _kernel_call(node),
+                tuple(slot[v] for v in node.inputs)
+                + ((slot[step_attrs],) if node.step_attrs is not None else ()),
+                tuple(slot[v] for v in node.outputs),
+                tuple(releases[i]),
+                node.name,
+            )
+            for i, node in enumerate(nodes)
+        )
+        self._size = len(slot)
+        self._n_inputs = len(inputs)
+        self._outputs = tuple(slot[v] for v in outputs)
+
+    def __call__(self, *arrays) -> tuple:
+        env: list = [*arrays, *([None] * (self._size - self._n_inputs))]
+        for call, reads, writes, releases, name in self._steps:
+            try:
+                outs = call(*[env[i] for i in reads])
+            except Exception as exc:
+                raise StepError(name) from exc
+            for i, out in zip(writes, outs, strict=True):
+                env[i] = out
+            for i in releases:
+                env[i] = None
+        return tuple(env[i] for i in self._outputs)
+
+
+def _kernel_call(node: Node) -> Callable[..., tuple]:
+    """`fn(*input_arrays)`: the node's kernel on its value operands (Python scalars and None
+    in their places), returning a tuple of arrays. For an update, the last input is this
+    call's attributes of every update, and the node takes its own from them."""
+    kernel = node.op.kernels["cpu"]
+    operands = node.operands
+    slots = [i for i, a in enumerate(operands) if isinstance(a, Value)]
+    whole = len(slots) == len(operands)
+    n_out = node.op.n_out
+    attrs = node.attrs
+    step_slot = node.step_attrs
+
+    def call(*inputs):
+        if step_slot is not None:
+            kw = inputs[-1][step_slot]
+            inputs = inputs[:-1]
+        else:
+            kw = attrs
+        if whole:
+            args = inputs
+        else:
+            args = list(operands)
+            for position, array in zip(slots, inputs, strict=True):
+                args[position] = array
+        out = kernel(*args, **kw)
+        if n_out == 1:
+            return (out if type(out) is np.ndarray else np.asarray(out),)
+        if n_out == 0:
+            return ()
+        return tuple(o if type(o) is np.ndarray else np.asarray(o) for o in out)
+
+    return call
