@@ -1,19 +1,28 @@
-"""`flow.amp.GradScaler`: dynamic loss scaling for float16 training.
+"""`flow.amp.GradScaler`: dynamic loss scaling for float16 training; `StaticGradScaler`: a fixed
+one.
 
 Multiply the loss by a scale before backward so small gradients survive in float16; before
 the optimizer step, divide the gradients back and skip the step if any is inf/NaN. The scale
 halves after an overflow and doubles after `growth_interval` clean steps (PyTorch's rules).
+
+The scale and the growth tracker are 0-d tensors, and unscaling and the scale update are
+tensor ops (`_unscale_grads_`, `_update_scale_`): an `nn.Graph` given the scaler
+(`set_grad_scaler`) registers the tensors as variables of its plan and traces the same two
+methods, so graph and eager code share one rule and `get_scale()` shows the graph's scale.
 """
 
 from __future__ import annotations
 
-import math
 from enum import Enum
 
+from ..framework import dtype as dtypes
 from ..framework.errors import TideflowError
 from ..framework.grad_mode import no_grad
 from ..framework.tensor import Tensor
-from ..ops.unary import isfinite
+from ..ops.binary import where
+from ..ops.creation import tensor
+from ..ops.shape import stack
+from ..ops.unary import isfinite, logical_not
 
 
 class _Stage(Enum):
@@ -32,18 +41,20 @@ class GradScaler:
         if growth_factor <= 1.0 or not 0.0 < backoff_factor < 1.0:
             raise TideflowError("GradScaler: need growth_factor > 1 and 0 < backoff_factor < 1")
         self._enabled = enabled
-        self._scale = float(init_scale)
+        # NOTE: float32 and int32, as PyTorch keeps them; written in place only, since a graph
+        # reads and writes these very tensors.
+        self._scale = tensor(float(init_scale), dtype=dtypes.float32)
+        self._growth_tracker = tensor(0, dtype=dtypes.int32)
         self._growth_factor = growth_factor
         self._backoff_factor = backoff_factor
         self._growth_interval = growth_interval
-        self._growth_tracker = 0
         self._per_optimizer: dict[int, dict] = {}
 
     def is_enabled(self) -> bool:
         return self._enabled
 
     def get_scale(self) -> float:
-        return self._scale if self._enabled else 1.0
+        return float(self._scale._data) if self._enabled else 1.0
 
     def get_growth_factor(self) -> float:
         return self._growth_factor
@@ -59,7 +70,7 @@ class GradScaler:
         if not self._enabled:
             return outputs
         if isinstance(outputs, Tensor):
-            return outputs * self._scale
+            return outputs * self.get_scale()
         if isinstance(outputs, list | tuple):
             return type(outputs)(self.scale(o) for o in outputs)
         raise TideflowError(f"GradScaler.scale: expected tensors, got {type(outputs).__name__}")
@@ -81,16 +92,20 @@ class GradScaler:
             )
         if state["stage"] is _Stage.STEPPED:
             raise TideflowError("unscale_() is being called after step().")
-        inv = 1.0 / self._scale
-        found = False
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                p.grad.mul_(inv)
-                found = found or not bool(isfinite(p.grad).all())
-        state["found_inf"] = found
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"]]
+        state["found_inf"] = bool(self._unscale_grads_([g for g in grads if g is not None]))
         state["stage"] = _Stage.UNSCALED
+
+    def _unscale_grads_(self, grads: list[Tensor]) -> Tensor:
+        """Multiply `grads` in place by 1/scale; whether any holds inf/NaN (a bool tensor)."""
+        inv = self._scale.double().reciprocal().float()  # PyTorch's rounding of 1/scale
+        finite = []
+        for g in grads:
+            g.mul_(inv)
+            finite.append(isfinite(g).all())
+        if not finite:
+            return tensor(False)
+        return logical_not(stack(finite).all())
 
     def step(self, optimizer, *args, **kwargs):
         """`optimizer.step()` unless the unscaled gradients hold inf/NaN (then skipped)."""
@@ -105,35 +120,41 @@ class GradScaler:
         state["stage"] = _Stage.STEPPED
         return result
 
+    @no_grad()
     def update(self, new_scale: float | Tensor | None = None) -> None:
         """Back off after an overflow, grow after `growth_interval` clean steps."""
         if not self._enabled:
             return
         if new_scale is not None:
-            self._scale = float(new_scale)
+            self._scale.fill_(float(new_scale))
         else:
             if not self._per_optimizer:
                 raise TideflowError("No inf checks were recorded prior to update().")
-            if any(s["found_inf"] for s in self._per_optimizer.values()):
-                self._scale *= self._backoff_factor
-                self._growth_tracker = 0
-            else:
-                self._growth_tracker += 1
-                if self._growth_tracker == self._growth_interval:
-                    grown = self._scale * self._growth_factor
-                    self._scale = grown if math.isfinite(grown) else self._scale
-                    self._growth_tracker = 0
+            found_inf = any(s["found_inf"] for s in self._per_optimizer.values())
+            self._update_scale_(tensor(found_inf))
         self._per_optimizer = {}
+
+    def _update_scale_(self, found_inf: Tensor) -> None:
+        """PyTorch's `_amp_update_scale_` in tensor ops: after an overflow multiply the scale
+        by `backoff_factor` and reset the tracker; else count a clean step, and at
+        `growth_interval` of them multiply by `growth_factor` (unless that overflows)."""
+        scale, tracker = self._scale, self._growth_tracker
+        counted = tracker + 1
+        grow = counted == self._growth_interval
+        grown = scale * self._growth_factor
+        grown = where(isfinite(grown), grown, scale)
+        scale.copy_(where(found_inf, scale * self._backoff_factor, where(grow, grown, scale)))
+        tracker.copy_(where(found_inf.logical_or(grow), 0, counted))
 
     def state_dict(self) -> dict:
         if not self._enabled:
             return {}
         return {
-            "scale": self._scale,
+            "scale": self.get_scale(),
             "growth_factor": self._growth_factor,
             "backoff_factor": self._backoff_factor,
             "growth_interval": self._growth_interval,
-            "_growth_tracker": self._growth_tracker,
+            "_growth_tracker": int(self._growth_tracker._data),
         }
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -141,8 +162,25 @@ class GradScaler:
             return
         if not state_dict:
             raise TideflowError("GradScaler.load_state_dict: the state dict is empty")
-        self._scale = float(state_dict["scale"])
+        self._scale.fill_(float(state_dict["scale"]))
         self._growth_factor = float(state_dict["growth_factor"])
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
-        self._growth_tracker = int(state_dict["_growth_tracker"])
+        self._growth_tracker.fill_(int(state_dict["_growth_tracker"]))
+
+
+class StaticGradScaler(GradScaler):
+    """A fixed loss scale (OneFlow's `flow.amp.StaticGradScaler`): the loss is multiplied by
+    `scale_factor`, gradients are divided by it, steps whose gradients hold inf/NaN are
+    skipped, and `update()` leaves the scale as it is.
+
+    >>> scaler = flow.amp.StaticGradScaler(1024.0)
+    >>> scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()"""
+
+    def __init__(self, scale_factor: float) -> None:
+        if not scale_factor > 0.0:
+            raise TideflowError(f"StaticGradScaler: scale_factor must be > 0, got {scale_factor}")
+        super().__init__(init_scale=scale_factor)
+
+    def _update_scale_(self, found_inf: Tensor) -> None:
+        """The scale stays as it is."""

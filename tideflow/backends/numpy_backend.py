@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from . import host_memory  # noqa: F401  (the process-wide allocator policy, on import)
 from ._registry import Backend, register_backend
 
 # NOTE: PyTorch returns inf/nan silently for 1/0, log(-1), ...; NumPy warns. Kernels run often

@@ -13,7 +13,8 @@ scalars or None, in the op's positional order) with keyword attributes, exactly 
 dispatcher would call its kernel. Operand dtypes are explicit: tracing inserts the casts that
 eager promotion performs, so a node's kernel sees arrays of the dtypes its inputs declare.
 
-Values carry placement/SBP fields for global tensors; they are None for local values.
+Values carry placement/SBP fields for global tensors; they are None for local values. Nodes
+traced from `nn.Graph.build` carry a `Scope`: the module that produced them and its config.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ..framework.random import Generator
 from ..framework.registry import Meta, OpDef
 
 FEED, VARIABLE, CONSTANT, OP = "feed", "variable", "constant", "op"
+FORWARD, BACKWARD, RECOMPUTE = "forward", "backward", "recompute"
 
 
 class Value:
@@ -76,12 +78,38 @@ class Value:
         return f"%{self.id}"
 
 
+@dataclass(frozen=True)
+class Scope:
+    """Where a traced node comes from: the module whose forward was running (its dotted path
+    in the graph, "" for build() itself), that module's pipeline stage (inherited from the
+    enclosing modules when it sets none), the activation-checkpointing segment it belongs to
+    (one per call of the outermost checkpointed module, None outside them), and the phase:
+    the forward computation, the backward of a forward node of that scope, or a forward node
+    recomputed for the backward (`passes.checkpoint`)."""
+
+    module: str = ""
+    stage_id: int | None = None
+    checkpoint: int | None = None
+    phase: str = FORWARD
+
+    def __str__(self) -> str:
+        parts = [self.module or "build"]
+        if self.stage_id is not None:
+            parts.append(f"stage {self.stage_id}")
+        if self.checkpoint is not None:
+            parts.append(f"checkpoint {self.checkpoint}")
+        if self.phase != FORWARD:
+            parts.append(self.phase)
+        return ", ".join(parts)
+
+
 class Node:
     """`outputs = op(*operands, **attrs)`. `step_attrs` is set on optimizer updates, whose
     attributes (learning rate, step count) change from call to call: the node then reads
-    them from the program's per-call attribute feed at that position."""
+    them from the program's per-call attribute feed at that position. `scope` is None for
+    nodes made by the compiler rather than traced from a graph's build()."""
 
-    __slots__ = ("attrs", "id", "op", "operands", "outputs", "step_attrs")
+    __slots__ = ("attrs", "id", "op", "operands", "outputs", "scope", "step_attrs")
 
     def __init__(
         self,
@@ -91,6 +119,7 @@ class Node:
         attrs: dict,
         outputs: tuple[Value, ...] = (),
         step_attrs: int | None = None,
+        scope: Scope | None = None,
     ) -> None:
         self.id = id
         self.op = op
@@ -98,6 +127,7 @@ class Node:
         self.attrs = attrs
         self.outputs = outputs
         self.step_attrs = step_attrs
+        self.scope = scope
 
     @property
     def name(self) -> str:
@@ -109,8 +139,10 @@ class Node:
         return tuple(a for a in self.operands if isinstance(a, Value))
 
     def with_operands(self, operands: tuple) -> Node:
-        """This node with other operands: same id, attributes and output values."""
-        return Node(self.id, self.op, operands, self.attrs, self.outputs, self.step_attrs)
+        """This node with other operands: same id, attributes, output values and scope."""
+        return Node(
+            self.id, self.op, operands, self.attrs, self.outputs, self.step_attrs, self.scope
+        )
 
     @property
     def effectful(self) -> bool:
@@ -249,6 +281,8 @@ def _format_node(node: Node) -> str:
     call = f"{node.op.name}({args})" + (f" {{{attrs}}}" if attrs else "")
     if node.step_attrs is not None:
         call += f" per-call attrs [{node.step_attrs}]"
+    if node.scope is not None:
+        call += f"  # {node.scope}"
     if not node.outputs:
         return call
     outs = ", ".join(f"{v}: {v.type_str()}" for v in node.outputs)

@@ -15,11 +15,17 @@ Optimizer steps are not traced but captured (`capture_updates`): the optimizer's
 runs eagerly each call and its fused update ops, which write their operands in place, are
 recorded instead of run; `Tracer.add_updates` turns them into update nodes whose attributes
 (learning rate, step count) are fed per call.
+
+Nodes carry the `Scope` that was current when they were recorded: `nn.Graph` pushes one per
+module call (`push_scope`/`pop_scope`). The backward of a recorded op runs with that op's
+scope, marked as backward: a pre-hook on its autograd node sets it when the engine reaches it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -30,8 +36,9 @@ from ..framework.errors import ShapeError, TideflowError
 from ..framework.grad_mode import STATE
 from ..framework.registry import Meta, OpDef, get_op
 from ..framework.tensor import Tensor
+from .amp import guarded
 from .internal_ops import ASSIGN
-from .ir import CONSTANT, FEED, VARIABLE, Node, Program, Value, Variable
+from .ir import BACKWARD, CONSTANT, FEED, VARIABLE, Node, Program, Scope, Value, Variable
 from .lazy import AliasSet, LazyArray, LazyTensor, is_lazy, lazy_tensor, user_line
 
 
@@ -71,8 +78,11 @@ class Tracer:
         self._grads: dict[str, Tensor] = {}
         self._step_attrs: Value | None = None
         self._n_updates = 0
+        self._seed_scale: Tensor | None = None  # AMP's loss scale (scale_backward_seeds)
         self._prev_handler = None
         self._active = False
+        self._scopes: list[Scope] = []  # the module calls being traced, innermost last
+        self._backward_scope: Scope | None = None  # set while the engine runs a node's backward
 
     # -- sources --------------------------------------------------------------------------
     def add_variable(self, name: str, tensor: Tensor, holder) -> str:
@@ -97,6 +107,50 @@ class Tracer:
     def variable_names(self) -> dict[int, str]:
         """Registered variables by the id of their tensor's array."""
         return dict(self._by_array)
+
+    # -- scopes ---------------------------------------------------------------------------
+    @property
+    def current_scope(self) -> Scope | None:
+        """The scope nodes recorded now get: a backward's, else the innermost module call's."""
+        if self._backward_scope is not None:
+            return self._backward_scope
+        return self._scopes[-1] if self._scopes else None
+
+    @property
+    def forward_scope(self) -> Scope | None:
+        """The innermost module call's scope (what a module called now is nested in)."""
+        return self._scopes[-1] if self._scopes else None
+
+    def push_scope(self, scope: Scope) -> None:
+        """Enter a module call: nodes recorded until the matching `pop_scope` get `scope`."""
+        self._scopes.append(scope)
+        self._backward_scope = None
+
+    def pop_scope(self) -> None:
+        self._scopes.pop()
+        # NOTE: backward does not span a module's return: whatever runs next is forward code.
+        self._backward_scope = None
+
+    @contextmanager
+    def scope(self, scope: Scope) -> Iterator[None]:
+        self.push_scope(scope)
+        try:
+            yield
+        finally:
+            self.pop_scope()
+
+    def _scope_backward(self, node, scope: Scope | None) -> None:
+        """Make the ops `node`'s backward dispatches (and the engine's gradient additions
+        after it) carry `scope`, marked as backward."""
+        scope = replace(scope or Scope(), phase=BACKWARD)
+
+        def enter(grad) -> None:
+            self._backward_scope = scope
+
+        # NOTE: the engine runs pre-hooks only for outputs that received a gradient: one per
+        # output makes sure one of them runs whenever the backward itself runs.
+        for i in range(max(1, len(node.out_meta))):
+            node.register_prehook(i, enter)
 
     # -- the lazy mode --------------------------------------------------------------------
     def __enter__(self) -> Tracer:
@@ -127,6 +181,19 @@ class Tracer:
             self._leaves[id(tensor)] = (tensor, tensor.grad)
             tensor.grad = None
 
+    def scale_backward_seeds(self, scale: Tensor) -> None:
+        """Start every backward in build from `scale` (a registered 0-d variable) instead of
+        ones: AMP's loss scaling, with build calling `loss.backward()` unchanged."""
+        self._seed_scale = scale
+
+    def _scaled_seed(self, grad: Tensor) -> Tensor | None:
+        """A pre-hook of every recorded node while seeds are scaled. Gradients computed in the
+        trace are lazy: a real one reaching a node is a backward's seed (the engine's ones,
+        or `gradient=`)."""
+        if is_lazy(grad):
+            return None
+        return grad * self._seed_scale.to(grad.dtype)
+
     def gradients(self) -> dict[str, Tensor]:
         """Variable name -> its gradient (a lazy tensor) as backward left it in build."""
         return dict(self._grads)
@@ -152,6 +219,12 @@ class Tracer:
             for a in args:
                 if isinstance(a, Tensor) and a.requires_grad:
                     record(op, args, attrs, outs)
+                    grad_fn = next((o.grad_fn for o in outs if o.grad_fn is not None), None)
+                    if grad_fn is not None:
+                        self._scope_backward(grad_fn, node.scope)
+                        if self._seed_scale is not None:
+                            for i in range(len(outs)):
+                                grad_fn.register_prehook(i, self._scaled_seed)
                     break
         if op.n_out == 1:
             return outs[0]
@@ -274,9 +347,12 @@ class Tracer:
         out.rebind(self._cast_to(total, out.value.dtype))
 
     # -- optimizer updates ------------------------------------------------------------------
-    def add_updates(self, calls: Sequence[UpdateCall]) -> None:
+    def add_updates(self, calls: Sequence[UpdateCall], guard: Tensor | None = None) -> None:
         """Update nodes for captured optimizer updates. Their attributes come, per call,
-        from the program's attribute feed (`Program.step_attrs`) in the order of `calls`."""
+        from the program's attribute feed (`Program.step_attrs`) in the order of `calls`.
+        With `guard`, a boolean 0-d tensor of the trace (AMP's found_inf), each update does
+        nothing in the calls where it is true (`amp.guarded`)."""
+        skip = None if guard is None else self.value_of(guard)
         if self._step_attrs is None and calls:
             self._step_attrs = self._draft.new_value((), None, FEED, label="attrs")
         for call in calls:
@@ -298,7 +374,10 @@ class Tracer:
                             "optimizer; a variable can have one writer per call"
                         )
                 operands.append(self.value_of(a))
-            self._emit(call.op, operands, dict(call.attrs), (), step_attrs=self._n_updates)
+            op = call.op
+            if skip is not None:
+                op, operands = guarded(op), [skip, *operands]
+            self._emit(op, operands, dict(call.attrs), (), step_attrs=self._n_updates)
             self._n_updates += 1
             self._updated.update(
                 self._by_array[id(call.args[i]._data)]
@@ -326,7 +405,9 @@ class Tracer:
 
     # -- node construction ------------------------------------------------------------------
     def _emit(self, op: OpDef, operands, attrs: dict, metas, step_attrs=None) -> Node:
-        node = self._draft.new_node(op, tuple(operands), attrs, metas, step_attrs=step_attrs)
+        node = self._draft.new_node(
+            op, tuple(operands), attrs, metas, step_attrs=step_attrs, scope=self.current_scope
+        )
         self._nodes.append(node)
         return node
 

@@ -16,6 +16,9 @@ An OpDef holds what the eager, lazy (graph) and global paths need to know about 
 - `n_out`: the number of outputs; None when it depends on the attributes (split into k
   pieces): the kernel and meta then return tuples.
 - `view`: the output aliases operand 0 (shares memory and its version counter).
+- `elementwise`: the output has the broadcast shape of the tensor operands and each output
+  element depends only on the operands' elements at the same (broadcast) position, so the
+  op may run on matching tiles of its operands (graph fusion relies on it).
 - `mutates`: operand positions the kernel writes in place (optimizer update ops, n_out=0);
   their version counters advance. Such ops are not differentiable.
 """
@@ -42,6 +45,7 @@ class Meta(NamedTuple):
 class OpDef:
     __slots__ = (
         "differentiable",
+        "elementwise",
         "grad",
         "inputs",
         "kernels",
@@ -75,6 +79,7 @@ class OpDef:
         differentiable: bool | None = None,
         local_attrs: Callable[..., dict] | None = None,
         mutates: tuple[int, ...] = (),
+        elementwise: bool = False,
     ) -> None:
         if promote not in (None, "common", "float"):
             raise ValueError(f"op {name}: promote must be None, 'common' or 'float'")
@@ -89,6 +94,7 @@ class OpDef:
         self.promote_args = promote_args
         self.n_out = n_out
         self.view = view
+        self.elementwise = elementwise
         self.differentiable = grad is not None if differentiable is None else differentiable
         if self.differentiable and grad is None:
             raise ValueError(f"op {name}: differentiable ops need a grad rule")

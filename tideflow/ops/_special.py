@@ -13,8 +13,8 @@ _ERFC_COEFFS = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.
 
 
 # NOTE: ~25 NumPy passes per element: over a large array each pass streams it through memory;
-# in blocks of this many elements they stay in cache (13.6 ms -> 8 ms for 1M elements).
-_BLOCK = 16384
+# in blocks of this many float32s (256 KiB) they stay in cache. 1M elements: 12.5 -> 3.5 ms.
+_BLOCK = 65536
 
 
 def erfc(x: np.ndarray) -> np.ndarray:
@@ -24,7 +24,7 @@ def erfc(x: np.ndarray) -> np.ndarray:
     flat = x.reshape(-1)  # NOTE: 1-d: ufuncs on 0-d arrays return scalars, which out= rejects
     out = np.empty_like(flat)
     n = min(flat.size, _BLOCK)
-    scratch = np.empty(n, np.float32), np.empty(n, np.float32), np.empty(n, np.bool_)
+    scratch = np.empty(n, np.float32), np.empty(n, np.float32)
     for start in range(0, flat.size, _BLOCK):
         stop = min(start + _BLOCK, flat.size)
         size = stop - start
@@ -32,24 +32,27 @@ def erfc(x: np.ndarray) -> np.ndarray:
     return out.reshape(x.shape)
 
 
-def _erfc_block(x, acc, z, t, negative) -> None:
-    """`acc = erfc(x)` for float32 1-d arrays, with `z`, `t`, `negative` as scratch."""
+def _erfc_block(x, acc, z, t) -> None:
+    """`acc = erfc(x)` for float32 1-d arrays, with `z` and `t` as scratch."""
     np.abs(x, out=z)
     np.multiply(z, 0.5, out=t)
     t += 1.0
     np.reciprocal(t, out=t)
-    acc.fill(_ERFC_COEFFS[-1])
+    np.multiply(t, _ERFC_COEFFS[-1], out=acc)  # Horner's rule in t
     for c in reversed(_ERFC_COEFFS[1:-1]):
-        acc *= t
         acc += c
-    acc *= t
+        acc *= t
     acc += _ERFC_COEFFS[0]
     z *= z
     acc -= z
     np.exp(acc, out=acc)
     acc *= t
-    np.less(x, 0, out=negative)
-    np.subtract(np.float32(2.0), acc, out=acc, where=negative)
+    # erfc(-z) = 2 - erfc(z), as sign * acc + (1 - sign): exact, and 4 passes cost less
+    # than one np.subtract(..., where=x < 0), which is slow.
+    np.sign(x, out=t)
+    acc *= t
+    np.subtract(1.0, t, out=t)
+    acc += t
 
 
 def erf(x: np.ndarray) -> np.ndarray:

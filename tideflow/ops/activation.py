@@ -88,6 +88,7 @@ def _activation(name, kernel, grad, *, saves=("input",), accepts="float", exact=
         kernels={"cpu": dtype_checked(name, accepts, wrapped)},
         grad=grad,
         saves=saves,
+        elementwise=True,
     )
 
 
@@ -169,7 +170,10 @@ def _gelu_kernel(x, *, approximate):
         inner = _SQRT_2_OVER_PI * (x + _GELU_TANH_C * x * x * x)
         return 0.5 * x * (1.0 + np.tanh(inner))
     # NOTE: x * Phi(x) with Phi from erfc: 1 + erf(x) would cancel to 0 for very negative x.
-    return 0.5 * x * _special.erfc(-x * _SQRT1_2)
+    out = _special.erfc(x * -_SQRT1_2)  # 2 Phi(x), a fresh array: finished in place
+    out *= x
+    out *= 0.5
+    return out
 
 
 def _gelu_grad(ctx, gy):

@@ -250,6 +250,7 @@ def _binary(
         grad=grad,
         saves=saves,
         promote=promote,
+        elementwise=True,
     )
 
 
@@ -479,6 +480,7 @@ _pow = defop(
     grad=_pow_grad,
     saves=("input", "exponent", "out"),
     promote="common",
+    elementwise=True,
 )
 
 
@@ -812,6 +814,7 @@ _where = defop(
     saves=("condition",),
     promote="common",
     promote_args=(1, 2),
+    elementwise=True,
 )
 
 
@@ -892,6 +895,7 @@ _lerp = defop(
     kernels={"cpu": _lerp_kernel},
     grad=_lerp_grad,
     saves=("input", "end", "weight"),
+    elementwise=True,
 )
 
 
@@ -951,6 +955,7 @@ _addcmul = defop(
     grad=_addcmul_grad,
     saves=_T12,
     promote="common",
+    elementwise=True,
 )
 _addcdiv = defop(
     "addcdiv",
@@ -961,6 +966,7 @@ _addcdiv = defop(
     grad=_addcdiv_grad,
     saves=_T12,
     promote="common",
+    elementwise=True,
 )
 
 
@@ -1021,6 +1027,7 @@ _isclose = defop(
     meta=_isclose_meta,
     sbp=_elementwise_sbp(),
     kernels={"cpu": _isclose_kernel},
+    elementwise=True,
 )
 
 

@@ -25,6 +25,7 @@ _cast = defop(
     kernels={"cpu": lambda x, *, dtype: x.astype(dtype.np)},
     # NOTE: the engine casts a gradient back to its input's dtype, so the rule passes it on.
     grad=lambda ctx, gy: (gy,),
+    elementwise=True,
 )
 _clone = defop(
     "clone",
@@ -33,6 +34,7 @@ _clone = defop(
     sbp=elementwise_sbp(partial="linear"),
     kernels={"cpu": lambda x: np.array(x, copy=True)},
     grad=lambda ctx, gy: (gy,),
+    elementwise=True,
 )
 _contiguous = defop(
     "contiguous",
@@ -41,6 +43,7 @@ _contiguous = defop(
     sbp=elementwise_sbp(partial="linear"),
     kernels={"cpu": lambda x: np.array(x, copy=True, order="C")},
     grad=lambda ctx, gy: (gy,),
+    elementwise=True,
 )
 
 

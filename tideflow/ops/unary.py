@@ -189,6 +189,7 @@ def _unary(
         saves=saves,
         promote=promote,
         differentiable=differentiable,
+        elementwise=True,
     )
 
 
@@ -232,6 +233,7 @@ _square = defop(
     kernels={"cpu": _square_kernel},
     grad=lambda ctx, gy: (gy * ctx.input * 2,),
     saves=("input",),
+    elementwise=True,
 )
 _reciprocal = _math(
     "reciprocal", np.reciprocal, lambda ctx, gy: (-(gy * ctx.out * ctx.out),), ("out",)
@@ -521,6 +523,7 @@ _round = defop(
     sbp=elementwise_sbp(),
     kernels={"cpu": dtype_checked("round", "number", _round_kernel)},
     grad=_zero_grad,
+    elementwise=True,
 )
 _sign = _unary("sign", _sign_kernel, grad=_zero_grad)
 _frac = _unary(
@@ -608,6 +611,7 @@ _clamp = defop(
     grad=_clamp_grad,
     saves=("input", "min", "max"),
     promote="common",
+    elementwise=True,
 )
 
 

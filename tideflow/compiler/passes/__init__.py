@@ -6,19 +6,38 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..ir import Program
+from .cast_scale import fuse_cast_scale
+from .checkpoint import recompute_checkpointed
 from .cse import cse
 from .dce import dce
 from .fold import fold_constants
+from .fuse import fuse_elementwise
 from .memory import plan_memory
+from .simplify import simplify
 
 Pass = Callable[[Program], Program]
 
 PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("fold_constants", fold_constants),
+    ("simplify", simplify),
     ("cse", cse),
     ("dce", dce),
+    # NOTE: after CSE, which would merge the recomputed nodes back into the originals.
+    ("recompute_checkpointed", recompute_checkpointed),
+    ("fuse_elementwise", fuse_elementwise),
     ("plan_memory", plan_memory),
 )
+
+# The passes a graph runs only when its config allows them, by `GraphConfig.optimizations` key.
+OPTIONAL: dict[str, Pass] = {"fuse_cast_scale": fuse_cast_scale}
+
+
+def pipeline(config) -> tuple[tuple[str, Pass], ...]:
+    """The passes of a graph with `config`: PIPELINE with the optional passes the config
+    turns on before elementwise fusion (whose groups would otherwise take their nodes)."""
+    chosen = [(name, fn) for name, fn in OPTIONAL.items() if config.optimizations.get(name)]
+    at = [name for name, _ in PIPELINE].index("fuse_elementwise")
+    return (*PIPELINE[:at], *chosen, *PIPELINE[at:])
 
 
 def run_passes(
@@ -34,4 +53,17 @@ def run_passes(
     return program
 
 
-__all__ = ["PIPELINE", "Pass", "cse", "dce", "fold_constants", "plan_memory", "run_passes"]
+__all__ = [
+    "PIPELINE",
+    "Pass",
+    "cse",
+    "dce",
+    "fold_constants",
+    "fuse_cast_scale",
+    "fuse_elementwise",
+    "pipeline",
+    "plan_memory",
+    "recompute_checkpointed",
+    "run_passes",
+    "simplify",
+]

@@ -2,5 +2,6 @@
 
 from .config import GraphConfig
 from .graph import Graph
+from .module_config import GraphModule, ModuleConfig
 
-__all__ = ["Graph", "GraphConfig"]
+__all__ = ["Graph", "GraphConfig", "GraphModule", "ModuleConfig"]

@@ -7,15 +7,22 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 
-from ...compiler import Program, TensorHolder, Tracer, UpdateCall, capture_updates
+from ...compiler import Program, Tracer, UpdateCall, capture_updates
+from ...compiler.amp import LossScaling, autocast_region
+from ...compiler.ir import Scope
 from ...compiler.lower import lower
-from ...compiler.passes import run_passes
+from ...compiler.passes import pipeline, run_passes
 from ...framework.errors import TideflowError
 from ...framework.grad_mode import no_grad
-from ...framework.tensor import Tensor, make_tensor
+from ...framework.tensor import Tensor
 from ...ops.shape import cat, stack
-from ...runtime import Executor
+from ...runtime import DataSource, Executor
+from .pending import PendingTensor, PlanRuns, hold, pending_output, raw_data
+from .source import GraphSource
 from .structure import flatten_outputs, unflatten
+
+# NOTE: the holders of variables read the slot `_data`, never waiting: the plan reading its
+# own variables is ordered by the plan, while eager code waits for it (`pending.hold`).
 
 
 class _Slot:
@@ -28,8 +35,25 @@ class _Slot:
         self.key = key
 
     @property
+    def tensor(self) -> Tensor:
+        return self.table[self.key]
+
+    @property
     def array(self):
-        return self.table[self.key]._data
+        return raw_data(self.table[self.key])
+
+
+class _Fixed:
+    """An optimized tensor outside the graph's modules."""
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor: Tensor) -> None:
+        self.tensor = tensor
+
+    @property
+    def array(self):
+        return raw_data(self.tensor)
 
 
 class _OptimizerState:
@@ -43,8 +67,12 @@ class _OptimizerState:
         self.key = key
 
     @property
+    def tensor(self) -> Tensor:
+        return self.optimizer.state[self.param][self.key]
+
+    @property
     def array(self):
-        return self.optimizer.state[self.param][self.key]._data
+        return raw_data(self.optimizer.state[self.param][self.key])
 
 
 class CompiledGraph:
@@ -59,9 +87,13 @@ class CompiledGraph:
         traced = self._trace(graph, inputs, input_spec)
         if log is not None:
             log("traced", traced)
-        self.program: Program = run_passes(traced, on_pass=log)
+        self.program: Program = run_passes(traced, pipeline(graph.config), on_pass=log)
         self.plan = lower(self.program, quota=graph.config.outputs_buffer_size)
-        self._executor: Executor | None = Executor(self.plan)
+        self._max_in_flight = graph.config.outputs_buffer_size
+        self._holders = [h for h in self.plan.variables.values() if hasattr(h, "tensor")]
+        # The executors running the plan, by the data source feeding them (None: the calls'
+        # arguments). Two may be live: `pending.hold` orders their runs.
+        self._runs: dict[object, PlanRuns] = {}
         self.input_metas = [(tuple(t.shape), t.dtype) for t in inputs]
         self.output_metas = [(v.shape, v.dtype) for v in self.program.fetches]
         self.traced_nodes = len(traced.nodes)
@@ -73,18 +105,26 @@ class CompiledGraph:
         """Build on lazy inputs, then the optimizers' updates of the gradients it left."""
         tracer = Tracer()
         _register_state(tracer, graph)
+        scaler = graph._grad_scaler
+        scaling = graph.training and scaler is not None and scaler.is_enabled()
+        self._amp = LossScaling(scaler, tracer, _Fixed) if scaling else None
+        found_inf = None
         steps = graph.config.gradient_accumulation_steps
-        with tracer:
+        with tracer, graph._graph_modules.scopes(tracer, graph._modules):
             feeds = [tracer.feed(t.shape, t.dtype) for t in inputs]
             if steps == 1:
-                outputs, self.output_spec = _build(graph, feeds, input_spec)
+                outputs, self.output_spec = _build(graph, tracer, feeds, input_spec)
             else:
-                outputs, self.output_spec = _build_micro_batches(graph, feeds, input_spec, steps)
+                outputs, self.output_spec = _build_micro_batches(
+                    graph, tracer, feeds, input_spec, steps
+                )
+            if self._amp is not None:
+                found_inf = self._amp.unscale_and_update(self._optimizers)
         self._grads = self._gradients(tracer)
         if self._grads:
             calls = self._capture()
             _register_optimizer_state(tracer, self._optimizers)
-            tracer.add_updates(calls)
+            tracer.add_updates(calls, guard=found_inf)
             self._updates = [(c.op, c.args[0]) for c in calls]
             self._pending_attrs = tuple(c.attrs for c in calls)
         return tracer.finish(outputs)
@@ -106,6 +146,8 @@ class CompiledGraph:
         its gradient in the plan (and no `.grad` for the others) while their steps run."""
         params = [p for opt in self._optimizers for g in opt.param_groups for p in g["params"]]
         saved = [p.grad for p in params]
+        if self._amp is not None:
+            self._amp.before_capture(self._optimizers)
         try:
             for p in params:
                 p.grad = self._grads.get(p)
@@ -127,35 +169,92 @@ class CompiledGraph:
             )
         return tuple(c.attrs for c in calls)
 
-    def run(self, inputs: Sequence[Tensor]) -> list[Tensor]:
-        """Run the plan on `inputs`; the fetched outputs as tensors, in program order."""
-        feeds: list = [t._data for t in inputs]
+    def run(self, inputs: Sequence[Tensor]) -> list[PendingTensor]:
+        """Start the plan on `inputs`; its outputs in program order, as tensors that wait for
+        the run when first used (see `Graph.__call__` for the rules)."""
+        return self._launch(self._live(None), [t._data for t in inputs])
+
+    def run_sourced(self, source: GraphSource) -> list[PendingTensor]:
+        """Start the plan on the next batch of `source`, pulled ahead on the runtime's data
+        stream; outputs as `run`'s. When the pass over it ends, raise `SourceExhausted`: the
+        next call starts a new pass (a new executor; so does a failure)."""
+        runs = self._live(source)
+        batches = runs.batches
+        if not batches.has(batches.taken):
+            del self._runs[source]
+            runs.executor.close()
+            raise batches.exhausted()
+        batches.taken += 1
+        return self._launch(runs, [])
+
+    def detach(self) -> None:
+        """Close the executors fed by a data source, once their runs in flight are done."""
+        for source in [s for s in self._runs if s is not None]:
+            self._runs.pop(source).executor.close()
+
+    def _live(self, source: GraphSource | None) -> PlanRuns:
+        """The runs fed by `source`, on a new executor when there is none or its runs failed.
+        A failure no output has raised yet is raised here; the call after runs afresh."""
+        runs = self._runs.get(source)
+        if runs is not None:
+            error = runs.failure()
+            if error is not None:
+                self._stop(runs)
+                if not runs.failure_raised:
+                    runs.failure_raised = True
+                    raise error
+                runs = None
+        if runs is None:
+            sources, batches = (), None
+            if source is not None:
+                batches = source.start_pass()
+                feeds = self.plan.feeds[: len(self.input_metas)]
+                sources = (DataSource(batches, feeds=feeds),)
+            executor = Executor(self.plan, sources=sources, max_in_flight=self._max_in_flight)
+            runs = self._runs[source] = PlanRuns(executor, source, batches)
+        return runs
+
+    def _launch(self, runs: PlanRuns, feeds: list) -> list[PendingTensor]:
         if self._updates:
             feeds.append(self._step_attrs())
-        if self._executor is None:
-            self._executor = Executor(self.plan)
+        hold([holder.tensor for holder in self._holders], runs)
         try:
-            arrays = self._executor.run(tuple(feeds)).result()
-        except BaseException:
-            # NOTE: a failed plan is stopped for good; the next call gets a fresh executor.
-            self.close()
+            future = runs.executor.run(tuple(feeds))
+        except TideflowError:  # a run failed since `_live` looked, or the source ran dry
+            runs.failure_raised = True
+            self._stop(runs)
             raise
-        return [make_tensor(a) for a in arrays]
+        runs.last = future
+        return [
+            pending_output(runs, future, i, shape, dtype)
+            for i, (shape, dtype) in enumerate(self.output_metas)
+        ]
+
+    def _stop(self, runs: PlanRuns) -> None:
+        """Close a failed executor: its runs cannot complete."""
+        if self._runs.get(runs.source) is runs:
+            del self._runs[runs.source]
+        runs.executor.close(cancel=True)
 
     def close(self) -> None:
-        if self._executor is not None:
-            self._executor.close(cancel=True)
-            self._executor = None
+        """Let the runs in flight finish (their outputs may still be read), then stop."""
+        runs, self._runs = list(self._runs.values()), {}
+        for r in runs:
+            r.executor.close()
 
 
-def _build(graph, feeds: list[Tensor], input_spec) -> tuple[list[Tensor], object]:
-    """Call build on the lazy inputs; its outputs flattened, and their nesting."""
+def _build(graph, tracer: Tracer, feeds: list[Tensor], input_spec) -> tuple[list[Tensor], object]:
+    """Call build on the lazy inputs; its outputs flattened, and their nesting. With AMP, each
+    call is its own autocast region, as each eager step is (casts cached in a region cannot
+    serve two backwards)."""
     it = iter(feeds)
     args, kwargs = unflatten(input_spec[0], it), unflatten(input_spec[1], it)
-    return flatten_outputs(graph.build(*args, **kwargs), _location(graph.build))
+    with tracer.scope(Scope()), autocast_region(graph.config):
+        out = graph.build(*args, **kwargs)
+    return flatten_outputs(out, _location(graph.build))
 
 
-def _build_micro_batches(graph, feeds: list[Tensor], input_spec, steps: int):
+def _build_micro_batches(graph, tracer: Tracer, feeds: list[Tensor], input_spec, steps: int):
     """OneFlow's gradient accumulation: each input is split along dim 0 into `steps`
     micro-batches and build runs on each in turn; the backward of each adds to the
     gradients, so the optimizer updates once with their sum. Outputs are packed along dim 0:
@@ -171,7 +270,7 @@ def _build_micro_batches(graph, feeds: list[Tensor], input_spec, steps: int):
     spec = None
     for k in range(steps):
         micro = [f[k * (f.shape[0] // steps) : (k + 1) * (f.shape[0] // steps)] for f in feeds]
-        outputs, micro_spec = _build(graph, micro, input_spec)
+        outputs, micro_spec = _build(graph, tracer, micro, input_spec)
         if spec is not None and micro_spec != spec:
             raise TideflowError(
                 "nn.Graph: build() returned differently nested outputs for two micro-batches"
@@ -196,7 +295,7 @@ def _register_state(tracer: Tracer, graph) -> None:
                         tracer.add_variable(f"{path}.{key}", t, _Slot(table, key))
     for i, (opt, _) in enumerate(graph._optimizers):
         for j, p in enumerate(q for group in opt.param_groups for q in group["params"]):
-            tracer.add_variable(f"_optimizer{i}.param{j}", p, TensorHolder(p))
+            tracer.add_variable(f"_optimizer{i}.param{j}", p, _Fixed(p))
 
 
 def _register_optimizer_state(tracer: Tracer, optimizers) -> None:

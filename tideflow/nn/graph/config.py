@@ -5,8 +5,6 @@ from __future__ import annotations
 from ...framework import dtype as dtypes
 
 _INACTIVE_WARNINGS = {
-    "amp": "enable_amp(True) is recorded but not applied yet: the graph computes in the "
-    "dtypes build() uses",
     "zero": "enable_zero(True) is recorded but not applied yet: optimizer state is not "
     "sharded (one process holds it all)",
 }
@@ -15,15 +13,15 @@ _INACTIVE_WARNINGS = {
 class GraphConfig:
     """Options of one graph, set in its `__init__` (before the first call compiles it).
 
-    Active now: `set_gradient_accumulation_steps`, `set_outputs_buffer_size` (how many
-    iterations' outputs each task may hold ahead: the runtime's register quota) and
+    Active now: `enable_amp` (with `Graph.set_grad_scaler` for loss scaling),
+    `allow_fuse_cast_scale`, `set_gradient_accumulation_steps`, `set_outputs_buffer_size`
+    (how many iterations' outputs each task may hold ahead: the runtime's register quota) and
     `set_plan_cache_size` (how many compiled input signatures are kept). Accepted and
-    recorded for the passes that will use them: `enable_amp` and `enable_zero` (a warning
-    says so when a graph compiles with them on, since they change numerics or memory), and
-    the optimizations `allow_fuse_add_to_output`, `allow_fuse_model_update_ops`,
-    `allow_fuse_cast_scale`, `enable_auto_parallel`, `enable_compress_memory`,
-    `enable_straighten_algorithm`, `enable_cudnn_conv_heuristic_search_algo`, which do not
-    change results.
+    recorded for the passes that will use them: `enable_zero` (a warning says so when a graph
+    compiles with it on, since it changes memory), and the optimizations
+    `allow_fuse_add_to_output`, `allow_fuse_model_update_ops`, `enable_auto_parallel`,
+    `enable_compress_memory`, `enable_straighten_algorithm`,
+    `enable_cudnn_conv_heuristic_search_algo`, which do not change results.
 
     >>> class Train(flow.nn.Graph):
     ...     def __init__(self):
@@ -63,15 +61,24 @@ class GraphConfig:
         calls: `backward()` per micro-batch, `step()` every `value` of them."""
         self.gradient_accumulation_steps = _positive_int("set_gradient_accumulation_steps", value)
 
-    # -- recorded, applied by later passes ---------------------------------------------------
     def enable_amp(self, mode: bool = True, *, dtype=dtypes.float16) -> None:
-        """Mixed precision in `dtype` (float16 or bfloat16) with float32 master weights and
-        loss scaling (not yet applied)."""
+        """Mixed precision in `dtype` (float16 or bfloat16): build is traced under
+        `flow.autocast("cpu", dtype=dtype)`, so the graph computes what eager code in that
+        region computes (low-precision matmuls and convolutions, float32 losses, float32
+        master weights whose casts are nodes of the plan). Loss scaling comes with a grad
+        scaler (`Graph.set_grad_scaler`)."""
         dtype = dtypes.to_dtype(dtype)
         if dtype not in (dtypes.float16, dtypes.bfloat16):
             raise ValueError(f"enable_amp: dtype must be float16 or bfloat16, got {dtype}")
         self.amp = bool(mode)
         self.amp_dtype = dtype
+
+    def allow_fuse_cast_scale(self, mode: bool = True) -> None:
+        """Run a cast and a multiplication by a scalar next to each other (AMP's gradient
+        unscaling) as one node (`compiler.passes.fuse_cast_scale`); results are unchanged."""
+        self.optimizations["fuse_cast_scale"] = bool(mode)
+
+    # -- recorded, applied by later passes ---------------------------------------------------
 
     def enable_zero(self, mode: bool = True, *, stage: int = 1, shard_min_size: int = 1024,
                     shard_restore_level: int = 1) -> None:  # fmt: skip
@@ -90,9 +97,6 @@ class GraphConfig:
     def allow_fuse_model_update_ops(self, mode: bool = True) -> None:
         self.optimizations["fuse_model_update_ops"] = bool(mode)
 
-    def allow_fuse_cast_scale(self, mode: bool = True) -> None:
-        self.optimizations["fuse_cast_scale"] = bool(mode)
-
     def enable_auto_parallel(self, mode: bool = True) -> None:
         self.optimizations["auto_parallel"] = bool(mode)
 
@@ -108,8 +112,6 @@ class GraphConfig:
     def inactive_settings(self) -> list[str]:
         """Messages for the options that change results or memory but are not applied yet."""
         messages = []
-        if self.amp:
-            messages.append(_INACTIVE_WARNINGS["amp"])
         if self.zero:
             messages.append(_INACTIVE_WARNINGS["zero"])
         return messages

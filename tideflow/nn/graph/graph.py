@@ -13,6 +13,8 @@ from ...framework.grad_mode import is_grad_enabled
 from ..modules.module import Module
 from .compiled import CompiledGraph
 from .config import GraphConfig
+from .module_config import GraphModules
+from .source import GraphSource
 from .structure import flatten_inputs, unflatten
 
 _graph_ids = itertools.count()
@@ -61,7 +63,9 @@ class Graph:
         d["_plans"] = OrderedDict()
         d["_debug_level"] = -1
         d["_latest"] = None
+        d["_data_source"] = None
         d["config"] = GraphConfig()
+        d["_graph_modules"] = GraphModules()
         # NOTE: the plans' executor threads stop when the graph is collected.
         weakref.finalize(self, _close_plans, d["_plans"])
 
@@ -78,6 +82,8 @@ class Graph:
             )
         if isinstance(value, Module):
             modules[name] = value
+            # NOTE: inside the graph a module is seen through its proxy: `.to(GraphModule)`.
+            value = self._graph_modules.proxy(value, name)
         else:
             modules.pop(name, None)
         object.__setattr__(self, name, value)
@@ -115,11 +121,35 @@ class Graph:
         self.config.training = True
 
     def set_grad_scaler(self, grad_scaler) -> None:
-        """The loss scaler AMP training will use (recorded; AMP is not applied yet)."""
+        """Loss scaling for a training graph (`flow.amp.GradScaler` or `StaticGradScaler`):
+        build still calls `loss.backward()`; the plan starts backward from the scale, unscales
+        the gradients, skips every optimizer update when one holds inf/NaN, and updates the
+        scale, as eager `scaler.scale(loss).backward(); scaler.step(opt); scaler.update()`
+        does. The scaler's state is the plan's: `grad_scaler.get_scale()` shows it."""
         self.__dict__["_grad_scaler"] = grad_scaler
 
     # -- calling ------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        """Run one step on the arguments (or, with no arguments and a data source set, on
+        its next batch). The call returns once the step is started, with outputs that wait
+        for it when first used.
+
+        Streaming: up to `config.outputs_buffer_size` calls run at once (the next call waits
+        for room), so the Python between calls, data loading and the plan's work overlap.
+        Reading an output in any way (`numpy()`, `item()`, printing, an op, passing it to
+        another call, pickling, saving) waits for its step; `shape`, `dtype` and `ndim` do not.
+        Eager use of the data of the graph's parameters, buffers and optimizer state (an op,
+        `state_dict()`, `load_state_dict()`, saving) waits for the steps in flight, so it
+        sees their updates and never races them; another graph sharing them waits too. The
+        arguments are read while the step runs: do not modify them in place before it ends.
+
+        Errors: an op failing in a step is raised (a `TaskError` naming it) by every use of
+        that step's outputs, and by the next call if no output has raised it yet; the call
+        after that runs on a fresh plan executor.
+        """
+        source = self._data_source
+        if source is not None and not args and not kwargs:
+            return self._call_on_source(source)
         tensors, spec = flatten_inputs(args, kwargs)
         for t in tensors:
             if is_lazy(t):
@@ -132,11 +162,22 @@ class Graph:
                     f"nn.Graph {self.name}: global tensor inputs (placement {t.placement}) are "
                     "not supported yet; pass local tensors"
                 )
+        compiled = self._compiled(tensors, spec)
+        return self._outputs(compiled, compiled.run(tensors))
+
+    def _call_on_source(self, source: GraphSource):
+        tensors, spec = source.signature()
+        compiled = self._compiled(tensors, spec)
+        return self._outputs(compiled, compiled.run_sourced(source))
+
+    def _compiled(self, tensors: list, spec) -> CompiledGraph:
+        """The plan for this input signature: cached, or compiled now."""
         key = (
             spec,
-            tuple((t._data.shape, t.dtype) for t in tensors),
+            tuple((t.shape, t.dtype) for t in tensors),
             is_grad_enabled(),
             tuple(m.training for m in self._modules.values()),
+            self._graph_modules.version,
         )
         plans = self._plans
         compiled = plans.get(key)
@@ -150,11 +191,33 @@ class Graph:
         else:
             plans.move_to_end(key)
         self.__dict__["_latest"] = compiled
-        outputs = compiled.run(tensors)
+        return compiled
+
+    def _outputs(self, compiled: CompiledGraph, outputs: list):
         for _, scheduler in self._optimizers:
             if scheduler is not None:
                 scheduler.step()
         return unflatten(compiled.output_spec, iter(outputs))
+
+    def set_data_source(self, batches) -> None:
+        """Feed the calls without arguments from `batches`, an iterable such as a
+        `DataLoader` whose items are build's positional arguments (a tuple or list of
+        tensors, or one tensor). Batches are pulled on the runtime's data stream ahead of the
+        steps that use them, so loading overlaps compute. The first batch fixes the input
+        signature (shapes and dtypes; every batch must match it: use `drop_last=True`).
+        When a pass over `batches` ends, the call raises `SourceExhausted`, and the next
+        call starts a new pass (a DataLoader's next epoch). `None` detaches the source;
+        calls with arguments work either way. Not in OneFlow, where a graph's inputs are
+        always arguments.
+
+        >>> graph.set_data_source(loader)
+        >>> for _ in range(len(loader)):
+        ...     loss = graph()
+        """
+        for compiled in self._plans.values():
+            compiled.detach()
+        source = None if batches is None else GraphSource(batches, self.name)
+        self.__dict__["_data_source"] = source
 
     # -- debugging ----------------------------------------------------------------------------
     def debug(self, v_level: int = 0) -> None:
@@ -192,7 +255,7 @@ class Graph:
                 for i, (shape, dtype) in enumerate(latest.input_metas)
             ]
         for name, module in self._modules.items():
-            lines += _module_lines(name, module)
+            lines += _module_lines(name, module, self._graph_modules.config_of)
         if latest is not None:
             lines += [
                 f"(OUTPUT:_{self.name}_output.{i}:{_tensor_str(shape, dtype)})"
@@ -248,10 +311,14 @@ def _tensor_str(shape, dtype) -> str:
     return f"tensor(..., size={tuple(shape)}, dtype={dtype})"
 
 
-def _module_lines(path: str, module: Module) -> list[str]:
-    """OneFlow's layout: a module, its parameters and buffers with shapes, its children."""
+def _module_lines(path: str, module: Module, config_of) -> list[str]:
+    """OneFlow's layout: a module, its config when set, its parameters and buffers with
+    shapes, its children."""
     extra = module.extra_repr()
     inner = []
+    config = config_of(module)
+    if config is not None and not config.is_default:
+        inner.append(f"(CONFIG:{path}:{config!r})")
     for kind, table in (("PARAMETER", module._parameters), ("BUFFER", module._buffers)):
         for key, t in table.items():
             if t is not None:
@@ -262,7 +329,7 @@ def _module_lines(path: str, module: Module) -> list[str]:
                 )
     for name, child in module._modules.items():
         if child is not None:
-            inner += _module_lines(f"{path}.{name}", child)
+            inner += _module_lines(f"{path}.{name}", child, config_of)
     head = f"(MODULE:{path}:{module._get_name()}({extra}))"
     if not inner:
         return [head + ": ()"]

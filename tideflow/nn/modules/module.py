@@ -299,6 +299,15 @@ class Module:
 
     def to(self, *args, **kwargs) -> Module:
         """`to(dtype)` converts floating parameters and buffers; `to(device)` moves them."""
+        if args and isinstance(args[0], type):
+            from ..graph.module_config import GraphModule  # here: nn.graph imports this module
+
+            if args[0] is GraphModule:
+                raise TideflowError(
+                    f"{self._get_name()}.to(GraphModule): the module is not seen from inside an "
+                    "nn.Graph; call it on the graph's attribute in the graph's __init__ or "
+                    "build (self.model.to(GraphModule) after self.model = model)"
+                )
 
         def convert(t: Tensor) -> Tensor:
             if t.dtype.is_floating_point:

@@ -79,12 +79,16 @@ def _linear_kernel(x, w, b):
     # NumPy would promote mixed dtypes and let the bias broadcast the output: the meta rule
     # words those errors.
     reject_unless(w.dtype == x.dtype and (b is None or b.dtype == x.dtype), "linear")
-    ct = compute_dtype(x)
-    y = np.matmul(x.astype(ct, copy=False), w.astype(ct, copy=False).T)
+    dtype, ct = x.dtype, compute_dtype(x)
+    x, w = x.astype(ct, copy=False), w.astype(ct, copy=False)
+    if x.ndim > 2 and w.ndim == 2 and x.flags.c_contiguous:  # one GEMM (see matmul)
+        y = np.matmul(x.reshape(-1, x.shape[-1]), w.T).reshape(*x.shape[:-1], w.shape[0])
+    else:
+        y = np.matmul(x, w.T)
     if b is not None:
         reject_unless(_fits(b.shape, y.shape), "linear")
-        y = np.add(y, b, dtype=ct)
-    return y.astype(x.dtype, copy=False)
+        y += b  # y is the fresh product, of the computation dtype
+    return y.astype(dtype, copy=False)
 
 
 def _linear_grad(ctx, gy):
