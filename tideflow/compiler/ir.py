@@ -29,6 +29,7 @@ import numpy as np
 from ..framework.dtype import DType
 from ..framework.random import Generator
 from ..framework.registry import Meta, OpDef
+from ..framework.tensor import raw_data
 
 FEED, VARIABLE, CONSTANT, OP = "feed", "variable", "constant", "op"
 FORWARD, BACKWARD, RECOMPUTE = "forward", "backward", "recompute"
@@ -171,7 +172,8 @@ class Variable:
 
 
 class TensorHolder:
-    """A variable's holder for a tensor: its current array, whatever replaced it since."""
+    """A variable's holder for a tensor: its current array, whatever replaced it since (read
+    from the slot: the plan must not wait for its own runs, see `tensor.raw_data`)."""
 
     __slots__ = ("tensor",)
 
@@ -180,7 +182,7 @@ class TensorHolder:
 
     @property
     def array(self) -> np.ndarray:
-        return self.tensor._data
+        return raw_data(self.tensor)
 
 
 @dataclass(frozen=True)

@@ -319,6 +319,13 @@ def _rebuild(cls, data, requires_grad: bool) -> Tensor:
     return t
 
 
+# The `_data` slot itself. Subclasses may put a property in front of it (the outputs and the
+# variables of a graph's runs in flight wait for the runs); what must never wait, the runtime
+# reading the variables of its own plan, reads and writes the slot.
+raw_data = Tensor.__dict__["_data"].__get__
+set_raw_data = Tensor.__dict__["_data"].__set__
+
+
 def make_tensor(data, requires_grad: bool = False) -> Tensor:
     """Wrap a backend array without copying (the dispatcher's and creators' constructor)."""
     t = _new(Tensor)

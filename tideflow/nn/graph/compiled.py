@@ -7,17 +7,17 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 
-from ...compiler import Program, Tracer, UpdateCall, capture_updates
+from ...compiler import Program, TensorHolder, Tracer, UpdateCall, capture_updates
 from ...compiler.amp import LossScaling, autocast_region
 from ...compiler.ir import Scope
 from ...compiler.lower import lower
 from ...compiler.passes import pipeline, run_passes
 from ...framework.errors import TideflowError
 from ...framework.grad_mode import no_grad
-from ...framework.tensor import Tensor
+from ...framework.tensor import Tensor, raw_data
 from ...ops.shape import cat, stack
 from ...runtime import DataSource, Executor
-from .pending import PendingTensor, PlanRuns, hold, pending_output, raw_data
+from .pending import PendingTensor, PlanRuns, hold, pending_output
 from .source import GraphSource
 from .structure import flatten_outputs, unflatten
 
@@ -41,19 +41,6 @@ class _Slot:
     @property
     def array(self):
         return raw_data(self.table[self.key])
-
-
-class _Fixed:
-    """An optimized tensor outside the graph's modules."""
-
-    __slots__ = ("tensor",)
-
-    def __init__(self, tensor: Tensor) -> None:
-        self.tensor = tensor
-
-    @property
-    def array(self):
-        return raw_data(self.tensor)
 
 
 class _OptimizerState:
@@ -107,7 +94,7 @@ class CompiledGraph:
         _register_state(tracer, graph)
         scaler = graph._grad_scaler
         scaling = graph.training and scaler is not None and scaler.is_enabled()
-        self._amp = LossScaling(scaler, tracer, _Fixed) if scaling else None
+        self._amp = LossScaling(scaler, tracer, TensorHolder) if scaling else None
         found_inf = None
         steps = graph.config.gradient_accumulation_steps
         with tracer, graph._graph_modules.scopes(tracer, graph._modules):
@@ -295,7 +282,7 @@ def _register_state(tracer: Tracer, graph) -> None:
                         tracer.add_variable(f"{path}.{key}", t, _Slot(table, key))
     for i, (opt, _) in enumerate(graph._optimizers):
         for j, p in enumerate(q for group in opt.param_groups for q in group["params"]):
-            tracer.add_variable(f"_optimizer{i}.param{j}", p, _Fixed(p))
+            tracer.add_variable(f"_optimizer{i}.param{j}", p, TensorHolder(p))
 
 
 def _register_optimizer_state(tracer: Tracer, optimizers) -> None:

@@ -13,12 +13,9 @@ from __future__ import annotations
 from concurrent.futures import Future
 
 from ...framework import dtype as dtypes
-from ...framework.tensor import Size, Tensor, _wrap_dim
+from ...framework.tensor import Size, Tensor, _wrap_dim, raw_data
+from ...framework.tensor import set_raw_data as _set_data
 from ...runtime import Executor
-
-_DATA = Tensor.__dict__["_data"]  # the slot itself: reading it never waits
-raw_data = _DATA.__get__
-_set_data = _DATA.__set__
 
 
 class PlanRuns:
