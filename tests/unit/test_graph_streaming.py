@@ -118,6 +118,24 @@ def test_streamed_calls_equal_eager():
         np.testing.assert_allclose(out.numpy(), model(x).detach().numpy(), rtol=1e-6)
 
 
+def test_writing_the_next_batch_into_an_input_waits_for_the_step_reading_it(gate):
+    x = flow.tensor(np.arange(9, dtype=np.float32).reshape(3, 3))
+    first = x.numpy().copy()
+    graph = Square()
+    graph(x).numpy()  # compiled
+    gate.close()
+    out = graph(x)
+    assert gate.entered.wait(timeout=10)  # the step is running, reading x
+    writer = threading.Thread(target=lambda: x.copy_(flow.ones(3, 3)))
+    writer.start()
+    writer.join(timeout=0.2)
+    assert writer.is_alive()  # the write waits for the step
+    gate.open()
+    writer.join(timeout=10)
+    np.testing.assert_array_equal(out.numpy(), first @ first)
+    np.testing.assert_array_equal(graph(x).numpy(), np.full((3, 3), 3.0, np.float32))
+
+
 def test_pending_outputs_feed_eager_ops_the_next_call_and_pickle():
     graph = Forward(_mlp())
     x = flow.randn(4, 6)

@@ -159,7 +159,7 @@ class CompiledGraph:
     def run(self, inputs: Sequence[Tensor]) -> list[PendingTensor]:
         """Start the plan on `inputs`; its outputs in program order, as tensors that wait for
         the run when first used (see `Graph.__call__` for the rules)."""
-        return self._launch(self._live(None), [t._data for t in inputs])
+        return self._launch(self._live(None), inputs)
 
     def run_sourced(self, source: GraphSource) -> list[PendingTensor]:
         """Start the plan on the next batch of `source`, pulled ahead on the runtime's data
@@ -172,7 +172,7 @@ class CompiledGraph:
             runs.executor.close()
             raise batches.exhausted()
         batches.taken += 1
-        return self._launch(runs, [])
+        return self._launch(runs, ())
 
     def detach(self) -> None:
         """Close the executors fed by a data source, once their runs in flight are done."""
@@ -201,10 +201,12 @@ class CompiledGraph:
             runs = self._runs[source] = PlanRuns(executor, source, batches)
         return runs
 
-    def _launch(self, runs: PlanRuns, feeds: list) -> list[PendingTensor]:
-        if self._updates:
-            feeds.append(self._step_attrs())
-        hold([holder.tensor for holder in self._holders], runs)
+    def _launch(self, runs: PlanRuns, inputs: Sequence[Tensor]) -> list[PendingTensor]:
+        attrs = [self._step_attrs()] if self._updates else []
+        # NOTE: the run reads its inputs too: eager code writing one (the next batch into the
+        # same buffer) waits for it, as for the variables it reads and writes.
+        hold([*inputs, *(holder.tensor for holder in self._holders)], runs)
+        feeds = [raw_data(t) for t in inputs] + attrs
         try:
             future = runs.executor.run(tuple(feeds))
         except TideflowError:  # a run failed since `_live` looked, or the source ran dry

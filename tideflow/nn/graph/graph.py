@@ -140,8 +140,9 @@ class Graph:
         another call, pickling, saving) waits for its step; `shape`, `dtype` and `ndim` do not.
         Eager use of the data of the graph's parameters, buffers and optimizer state (an op,
         `state_dict()`, `load_state_dict()`, saving) waits for the steps in flight, so it
-        sees their updates and never races them; another graph sharing them waits too. The
-        arguments are read while the step runs: do not modify them in place before it ends.
+        sees their updates and never races them; another graph sharing them waits too. So does
+        eager use of the arguments, which the step reads while it runs (writing the next batch
+        into the same tensor is safe).
 
         Errors: an op failing in a step is raised (a `TaskError` naming it) by every use of
         that step's outputs, and by the next call if no output has raised it yet; the call
