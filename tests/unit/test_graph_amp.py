@@ -134,6 +134,54 @@ def test_amp_training_follows_eager(dtype, model, scaler_kind):
 
 
 @overflow_ok
+@pytest.mark.parametrize("dtype", [flow.float16, flow.bfloat16], ids=str)
+def test_gpt_amp_training_follows_eager(dtype):
+    config = flow.models.GPTConfig(vocab_size=16, block_size=8, n_layer=2, n_head=2, n_embd=16)
+
+    def gpt():
+        flow.manual_seed(0)
+        return flow.models.GPT(config)
+
+    class GPTStep(Graph):
+        def __init__(self, model, optimizer, scaler):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(optimizer)
+            self.set_grad_scaler(scaler)
+            self.config.enable_amp(True, dtype=dtype)
+
+        def build(self, idx, targets):
+            _, loss = self.model(idx, targets)
+            loss.backward()
+            return loss
+
+    rng = np.random.default_rng(0)
+    batches = [
+        tuple(flow.tensor(rng.integers(0, 16, (4, 8))) for _ in range(2)) for _ in range(STEPS)
+    ]
+    eager = (gpt(), None, _scaler("dynamic"))
+    eager = (eager[0], flow.optim.AdamW(eager[0].parameters(), lr=3e-3), eager[2])
+    model, scaler = gpt(), _scaler("dynamic")
+    opt = flow.optim.AdamW(model.parameters(), lr=3e-3)
+    graph = GPTStep(model, opt, scaler)
+    expected, losses = [], []
+    for idx, targets in batches:
+        e_model, e_opt, e_scaler = eager
+        e_opt.zero_grad()
+        with flow.autocast("cpu", dtype=dtype):
+            _, loss = e_model(idx, targets)
+        e_scaler.scale(loss).backward()
+        e_scaler.step(e_opt)
+        e_scaler.update()
+        expected.append(loss.item())
+        losses.append(graph(idx, targets).item())
+    assert any(n.op.name == "linear" and n.outputs[0].dtype == dtype
+               for n in graph._latest.program.nodes)  # fmt: skip
+    np.testing.assert_allclose(losses, expected, rtol=1e-5)
+    _assert_same_state(eager, (model, opt, scaler))
+
+
+@overflow_ok
 @pytest.mark.parametrize("overflow_at", [0, 3])
 def test_overflow_skips_the_step_and_backs_off(overflow_at):
     eager, ours, graph = _pair(_mlp, "dynamic", flow.float16)

@@ -333,6 +333,40 @@ def test_checkpointed_mlp_training_equals_plain_graph_and_eager(accumulation):
 
 
 @pytest.mark.parametrize("accumulation", [1, 2])
+def test_checkpointed_cnn_training_equals_plain_graph_and_eager(accumulation):
+    """Convolution blocks with batch norm (running statistics written in forward, not
+    recomputed) and dropout after them."""
+
+    def cnn():
+        flow.manual_seed(0)
+        return nn.Sequential(
+            nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.BatchNorm2d(6), nn.ReLU()),
+            nn.Sequential(nn.Conv2d(6, 8, 3, padding=1), nn.GELU(), nn.MaxPool2d(2)),
+            nn.Flatten(), nn.Dropout(0.2), nn.Linear(8 * 4 * 4, 1),
+        )  # fmt: skip
+
+    rng = np.random.default_rng(0)
+    batches = [
+        (flow.tensor(rng.standard_normal((4, 3, 8, 8)).astype(np.float32)),
+         flow.tensor(rng.standard_normal((4, 1)).astype(np.float32)))
+        for _ in range(STEPS)
+    ]  # fmt: skip
+    models = [cnn() for _ in range(3)]
+    opts = [flow.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for m in models]
+    expected = _eager_losses(models[0], opts[0], batches, accumulation)
+    plain = _graph_losses(_TrainGraph(models[1], opts[1], (), accumulation), batches)
+    graph = _TrainGraph(models[2], opts[2], (0, 1), accumulation)
+    checkpointed = _graph_losses(graph, batches)
+    assert RECOMPUTE in {n.scope.phase for n in graph._latest.program.nodes if n.scope}
+    np.testing.assert_array_equal(checkpointed, plain)
+    np.testing.assert_allclose(checkpointed, expected, rtol=1e-5, atol=1e-6)
+    states = [m.state_dict() for m in models]
+    for key, value in states[2].items():  # weights and batch norm's running statistics
+        np.testing.assert_array_equal(value.numpy(), states[1][key].numpy())
+        np.testing.assert_allclose(value.numpy(), states[0][key].numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("accumulation", [1, 2])
 def test_checkpointed_gpt_training_equals_plain_graph_and_eager(accumulation):
     config = flow.models.GPTConfig(
         vocab_size=16, block_size=8, n_layer=3, n_head=2, n_embd=16, dropout=0.1

@@ -13,7 +13,8 @@ step overflows is known only when the plan runs:
 - every optimizer update becomes `guarded(update)`, which does nothing when `found_inf`;
 - `found_inf` is also written to a variable of the plan: after a skipped step the
   optimizers' Python counters (step counts, which their step advanced when the update was
-  captured) are set back.
+  captured) are set back, as soon as the host learns of it: when the step's outputs or the
+  graph's tensors are read (`settle`), or before the next step is captured.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from ..ops.creation import tensor
 
 _autocast: Callable | None = None
 
-# scaler -> (found_inf variable, the optimizers' counters before the capture) of its latest
-# graph call, whichever compiled signature made it.
+# scaler -> (found_inf variable, the optimizers' counters before the capture, the optimizers)
+# of its latest graph call not settled yet, whichever compiled signature made it.
 _LATEST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -110,27 +111,33 @@ class LossScaling:
 
     def before_capture(self, optimizers) -> None:
         """Before the optimizers' step is captured for a call. Capturing advances their Python
-        counters (step counts) whether or not the plan then skips the step; so if the previous
-        call skipped it, set them back first (waiting for that call only when there are
-        counters). Counters the skipped step created restart at zero, where every optimizer
-        starts them."""
-        latest = _LATEST.get(self.scaler)
-        if (
-            latest is not None
-            and any(_numbers(state) for opt in optimizers for state in opt.state.values())
-            and bool(latest[0]._data)
-        ):
-            for opt in optimizers:
-                for p, state in opt.state.items():
-                    before = latest[1].get((id(opt), id(p)), {})
-                    for key, value in _numbers(state).items():
-                        state[key] = before.get(key, type(value)())
+        counters (step counts) whether or not the plan then skips the step; so first settle
+        the previous call (waiting for it only when there are counters), then remember the
+        counters as they are before this capture."""
+        if any(_numbers(state) for opt in optimizers for state in opt.state.values()):
+            self.settle()
         counters = {
             (id(opt), id(p)): _numbers(state)
             for opt in optimizers
             for p, state in opt.state.items()
         }
-        _LATEST[self.scaler] = (self.found_inf, counters)
+        _LATEST[self.scaler] = (self.found_inf, counters, optimizers)
+
+    def settle(self) -> None:
+        """If the scaler's latest call skipped its step (waiting for it to know), set the
+        optimizers' counters back to what they were before it. Once per call. Counters the
+        skipped step created restart at zero, where every optimizer starts them."""
+        latest = _LATEST.pop(self.scaler, None)
+        if latest is None:
+            return
+        found_inf, before, optimizers = latest
+        if not bool(found_inf._data):
+            return
+        for opt in optimizers:
+            for p, state in opt.state.items():
+                counters = before.get((id(opt), id(p)), {})
+                for key, value in _numbers(state).items():
+                    state[key] = counters.get(key, type(value)())
 
 
 def _numbers(state: dict) -> dict[str, Number]:

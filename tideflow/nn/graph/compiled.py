@@ -198,7 +198,8 @@ class CompiledGraph:
                 feeds = self.plan.feeds[: len(self.input_metas)]
                 sources = (DataSource(batches, feeds=feeds),)
             executor = Executor(self.plan, sources=sources, max_in_flight=self._max_in_flight)
-            runs = self._runs[source] = PlanRuns(executor, source, batches)
+            settled = () if self._amp is None else (self._amp.settle,)
+            runs = self._runs[source] = PlanRuns(executor, source, batches, settled)
         return runs
 
     def _launch(self, runs: PlanRuns, inputs: Sequence[Tensor]) -> list[PendingTensor]:

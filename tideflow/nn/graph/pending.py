@@ -10,6 +10,7 @@ dtype, ndim, size, numel) never waits.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 
 from ...framework import dtype as dtypes
@@ -20,21 +21,38 @@ from ...runtime import Executor
 
 class PlanRuns:
     """One executor of a compiled plan, and what eager code needs of its runs: waiting for
-    those in flight, and whether their failure has been raised to the user yet (a failure
-    is raised once by the graph, however many outputs carry it)."""
+    those in flight, whether their failure has been raised to the user yet (a failure is
+    raised once by the graph, however many outputs carry it), and `on_settled`: what the host
+    does once it has waited for the latest run (AMP sets back the step counters of a skipped
+    step)."""
 
-    __slots__ = ("batches", "executor", "failure_raised", "last", "source")
+    __slots__ = ("batches", "executor", "failure_raised", "last", "on_settled", "source")
 
-    def __init__(self, executor: Executor, source: object, batches: object) -> None:
+    def __init__(
+        self,
+        executor: Executor,
+        source: object,
+        batches: object,
+        on_settled: tuple[Callable[[], None], ...] = (),
+    ) -> None:
         self.executor = executor
         self.source = source  # the graph's data source feeding it, or None
         self.batches = batches  # the pass over that source the executor iterates
         self.last: Future | None = None  # the latest run
         self.failure_raised = False
+        self.on_settled = on_settled
 
     def wait(self) -> None:
         """Wait until every started run has completed or failed."""
         self.executor.synchronize()
+        self.settled()
+
+    def settled(self) -> None:
+        """Run the `on_settled` hooks if the latest run has completed."""
+        last = self.last
+        if last is not None and last.done() and last.exception() is None:
+            for hook in self.on_settled:
+                hook()
 
     def stop_failed(self) -> None:
         """An output raised the runs' failure: no later run can complete, so stop their
@@ -124,6 +142,7 @@ def _resolve(t: Tensor):
     except BaseException:
         pending.runs.stop_failed()
         raise
+    pending.runs.settled()
     array = arrays[pending.index]
     _set_data(t, array)
     t.__class__ = Tensor
