@@ -84,7 +84,8 @@ def _on_rows(kernel):
 @_on_rows
 def _softmax_kernel(x, *, dim):
     reject_unless(is_float(x.dtype), "softmax")
-    e = np.exp(_shifted(x, dim))
+    e = _shifted(x, dim)  # a fresh array, finished in place
+    np.exp(e, out=e)
     e /= np.sum(e, axis=dim, keepdims=True)
     return e.astype(x.dtype, copy=False)
 
@@ -95,10 +96,14 @@ def _safe_softmax_kernel(x, *, dim):
     reject_unless(is_float(x.dtype), "safe_softmax")
     xc = x.astype(compute_dtype(x), copy=False)
     m = np.max(xc, axis=dim, keepdims=True, initial=-np.inf)
-    e = np.exp(xc - np.where(m == -np.inf, 0, m))
+    m[m == -np.inf] = 0
+    e = np.subtract(xc, m)  # a fresh array, finished in place
+    np.exp(e, out=e)
     s = np.sum(e, axis=dim, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(s > 0, e / s, 0).astype(x.dtype, copy=False)
+    masked = s == 0  # rows that were all -inf: exp gave zeros
+    s[masked] = 1
+    e /= s
+    return e.astype(x.dtype, copy=False)
 
 
 @_on_rows
