@@ -7,13 +7,15 @@ import weakref
 from collections import OrderedDict
 
 from ...compiler import Program
-from ...compiler.lazy import is_lazy
+from ...compiler.lazy import LazyArray
 from ...framework.errors import TideflowError
 from ...framework.grad_mode import is_grad_enabled
+from ...framework.tensor import raw_data
 from ..modules.module import Module
 from .compiled import CompiledGraph
 from .config import GraphConfig
 from .module_config import GraphModules
+from .pending import PendingTensor
 from .source import GraphSource
 from .structure import flatten_inputs, unflatten
 
@@ -153,7 +155,7 @@ class Graph:
             return self._call_on_source(source)
         tensors, spec = flatten_inputs(args, kwargs)
         for t in tensors:
-            if is_lazy(t):
+            if _is_lazy(t):
                 raise TideflowError(
                     f"nn.Graph {self.name} was called inside the build() of a graph being "
                     "traced; call its modules instead"
@@ -301,6 +303,12 @@ class Graph:
                     owner.load_state_dict(state_dict[key], strict=strict)
                 else:
                     owner.load_state_dict(state_dict[key])
+
+
+def _is_lazy(t) -> bool:
+    """Whether `t` is a tensor of a graph being traced. Reads the slot: an argument a run in
+    flight holds is not waited for (a step's pending output is never lazy)."""
+    return not isinstance(t, PendingTensor) and type(raw_data(t)) is LazyArray
 
 
 def _close_plans(plans: OrderedDict) -> None:
