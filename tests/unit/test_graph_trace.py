@@ -2,6 +2,7 @@
 in-place writes, variables and constants, promotion casts, backward and optimizer capture."""
 
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -85,6 +86,25 @@ def test_a_lazy_tensor_of_another_trace_is_refused():
 
 
 # -- what the program computes -------------------------------------------------------------------
+def test_ops_of_other_threads_run_eagerly_while_a_graph_is_traced():
+    """The dispatch mode is process-wide: a data source collating batches on its thread
+    while the main thread traces must compute, not be recorded."""
+    results = []
+
+    def other_thread():
+        results.append((flow.ones(3) * 2).numpy())
+
+    def build(x):
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join()
+        return x.exp()
+
+    program = trace(build, ((3,), F32))
+    np.testing.assert_array_equal(results[0], [2.0, 2.0, 2.0])
+    assert op_names(program) == ["exp"]
+
+
 def test_promotion_becomes_explicit_casts():
     program = trace(lambda i, d: (i + 0.5, i.float() * d), ((3,), flow.int64), ((3,), flow.float64))
     assert op_names(program) == ["cast", "add", "cast", "cast", "mul"]

@@ -23,6 +23,7 @@ scope, marked as backward: a pre-hook on its autograd node sets it when the engi
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -80,6 +81,7 @@ class Tracer:
         self._n_updates = 0
         self._seed_scale: Tensor | None = None  # AMP's loss scale (scale_backward_seeds)
         self._prev_handler = None
+        self._thread: int | None = None  # the tracing thread, while active
         self._active = False
         self._scopes: list[Scope] = []  # the module calls being traced, innermost last
         self._backward_scope: Scope | None = None  # set while the engine runs a node's backward
@@ -157,6 +159,7 @@ class Tracer:
         for tensor in self._tensors.values():
             self._own_grad(tensor)
         self._prev_handler = MODE.handler
+        self._thread = threading.get_ident()
         MODE.handler = self.handle
         self._active = True
         return self
@@ -199,6 +202,10 @@ class Tracer:
         return dict(self._grads)
 
     def handle(self, op: OpDef, args: tuple, attrs: dict):
+        if threading.get_ident() != self._thread:
+            # NOTE: the dispatch mode is process-wide; ops of other threads (a graph's data
+            # source collating a batch) run as they would without the trace.
+            return _passed_through(self._prev_handler, op, args, attrs)
         if op.mutates:
             raise TideflowError(
                 f"nn.Graph: {op.name} writes its operands in place (an optimizer update) and "
@@ -426,8 +433,11 @@ def capture_updates(step: Callable[[], object]) -> list[UpdateCall]:
     Gradients it reads may be lazy tensors: only the recorded updates use them."""
     calls: list[UpdateCall] = []
     prev = MODE.handler
+    thread = threading.get_ident()
 
     def handle(op: OpDef, args: tuple, attrs: dict):
+        if threading.get_ident() != thread:  # another thread's op (see Tracer.handle)
+            return _passed_through(prev, op, args, attrs)
         if op.mutates:
             calls.append(UpdateCall(op, args, attrs))
             return None
@@ -437,7 +447,7 @@ def capture_updates(step: Callable[[], object]) -> list[UpdateCall]:
                 "update ops; a graph supports optimizers whose step is one fused update per "
                 "parameter (tideflow.optim's SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, LAMB)"
             )
-        return run_local(op, args, attrs) if prev is None else prev(op, args, attrs)
+        return _passed_through(prev, op, args, attrs)
 
     MODE.handler = handle
     try:
@@ -445,3 +455,8 @@ def capture_updates(step: Callable[[], object]) -> list[UpdateCall]:
     finally:
         MODE.handler = prev
     return calls
+
+
+def _passed_through(prev, op: OpDef, args: tuple, attrs: dict):
+    """`op` run by the handler below a tracing one (eagerly when there is none)."""
+    return run_local(op, args, attrs) if prev is None else prev(op, args, attrs)
