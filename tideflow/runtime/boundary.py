@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .actor import Actor, describe
-from .errors import SourceExhausted, TaskError
+from .errors import SourceExhausted, StepError, TaskError
 
 if TYPE_CHECKING:
     from .iterations import Iterations
@@ -65,17 +65,31 @@ class SourcedFeedActor(PerRunActor):
         return (inputs[number].arrays[index],)
 
 
-class VariableActor(PerRunActor):
-    """Emits `holder.array` as it is when the run reaches it, so an array rebound between
-    runs (eager code, `load_state_dict`) is what the next run reads."""
+class VariablesActor(PerRunActor):
+    """Emits the arrays of a stream's variable tasks, output i for the i-th, each as its
+    holder has it when the run reaches it, so an array rebound between runs (eager code,
+    `load_state_dict`) is what the next run reads. One actor for all of them: a model's
+    hundreds of parameters and optimizer states cost one act and one message per consumer
+    per run, not one of each per variable."""
 
-    def __init__(self, name: str, stream: Stream, holder: Any) -> None:
+    def __init__(self, name: str, stream: Stream) -> None:
         super().__init__(name, stream)
-        self._holder = holder
+        self._tasks: list[tuple[str, object]] = []  # (variable task name, holder)
+
+    def add(self, task: str, holder: object) -> int:
+        """One more variable task (wiring, before any run): its output number."""
+        self._tasks.append((task, holder))
+        return len(self._tasks) - 1
 
     def _compute(self, inputs: list) -> tuple:
         self._pushes.popleft()
-        return (self._holder.array,)
+        arrays = []
+        for task, holder in self._tasks:
+            try:
+                arrays.append(holder.array)
+            except Exception as exc:  # the error names the variable's task, not this actor
+                raise StepError(task) from exc
+        return tuple(arrays)
 
 
 class FetchActor(Actor):

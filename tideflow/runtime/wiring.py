@@ -1,6 +1,7 @@
-"""From a plan to connected actors (`build_network`): one per task, plus fetch and data-source
-actors, each on its stream, with regst quotas and the in-place orderings of `inplace.py`; and
-the `Network` that starts them, reports their errors and stops them."""
+"""From a plan to connected actors (`build_network`): one per task (the variable tasks of a
+stream share one, `VariablesActor`), plus fetch and data-source actors, each on its stream,
+with regst quotas and the in-place orderings of `inplace.py`; and the `Network` that starts
+them, reports their errors and stops them."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from .boundary import (
     PerRunActor,
     SourceActor,
     SourcedFeedActor,
-    VariableActor,
+    VariablesActor,
 )
 from .errors import PlanError, TaskError
-from .inplace import Consumer, InplaceOrder, inplace_order
+from .inplace import Consumer, inplace_order
 from .iterations import Iterations
 from .plan import PlanSpec, TaskSpec, check_plan, variable_name
 from .stream import Stream
@@ -82,11 +83,26 @@ def build_network(plan: PlanSpec, sources: Sequence[DataSource], max_in_flight: 
         SourceActor(f"source({', '.join(s.feeds)})", network.stream(DATA_STREAM), s, iterations)
         for s in sources
     ]
-    actors: dict[str, Actor] = {}
+    actors: dict[str, Actor] = {}  # task name -> the actor running it
+    slots: dict[str, int] = {}  # variable task -> its output of its stream's VariablesActor
+    variables: dict[str, VariablesActor] = {}  # stream name -> the actor of its variables
+
+    def output(producer: str, index: int) -> tuple[Actor, int]:
+        return actors[producer], slots.get(producer, index)
+
     for task in plan.tasks:
-        actor = actors[task.name] = _actor(task, plan, sourced, network.stream(task.stream))
+        stream = network.stream(task.stream)
+        variable = variable_name(task.name)
+        if variable is not None:
+            group = variables.get(task.stream)
+            if group is None:
+                group = variables[task.stream] = VariablesActor(f"variables({stream.name})", stream)
+            slots[task.name] = group.add(task.name, plan.variables[variable])
+            actors[task.name] = group
+            continue
+        actor = actors[task.name] = _actor(task, plan, sourced, stream)
         for producer, index in task.inputs:
-            actor.read(actors[producer], index)
+            actor.read(*output(producer, index))
     for source, source_actor in zip(sources, source_actors, strict=True):
         for index, feed in enumerate(source.feeds):
             actors[feed].read(source_actor, index)
@@ -94,24 +110,32 @@ def build_network(plan: PlanSpec, sources: Sequence[DataSource], max_in_flight: 
     for position, (producer, index) in enumerate(plan.fetches):
         copy = (producer, index) in order.written
         fetch = FetchActor(f"fetch {position}", actors[producer].stream, position, copy)
-        fetch.read(actors[producer], index)
+        fetch.read(*output(producer, index))
         fetches.append(fetch)
 
-    # Regsts, now that every actor knows its consumers.
+    # Regsts, now that every actor knows its consumers. A variables actor gathers the
+    # in-place orderings of all its variables, and has one slot if any is written.
     by_consumer: dict[Consumer, Actor] = {name: actor for name, actor in actors.items()}
     by_consumer.update(enumerate(fetches))
+    waits: dict[Actor, dict[Consumer, set[Consumer]]] = {}
     for name, actor in actors.items():
-        gates = _gates(actor, order.waits.get(name, {}), by_consumer)
-        actor.allocate(_quota(actor, plan, order), gates)
+        merged = waits.setdefault(actor, {})
+        for gated, after in order.waits.get(name, {}).items():
+            merged.setdefault(gated, set()).update(after)
+    written = {actors[producer] for producer, _ in order.written}
+    for actor, actor_waits in waits.items():
+        quota = 1 if isinstance(actor, VariablesActor) and actor in written else plan.quota
+        actor.allocate(quota if actor.consumers else 1, _gates(actor, actor_waits, by_consumer))
     for actor in (*source_actors, *fetches):
-        actor.allocate(_quota(actor, plan, order), {})
-    for actor in (*source_actors, *actors.values(), *fetches):
+        actor.allocate(plan.quota if actor.consumers else 1, {})
+    for actor in (*source_actors, *waits, *fetches):
         if not actor.consumers:
             actor.report_to(iterations)
 
     network.fed = tuple(a for name in plan.feeds if isinstance(a := actors[name], FeedActor))
-    network.ticked = tuple(
-        a for a in actors.values() if isinstance(a, (VariableActor, SourcedFeedActor))
+    network.ticked = (
+        *variables.values(),
+        *(a for a in waits if isinstance(a, SourcedFeedActor)),
     )
     network.sources = tuple(source_actors)
     return network
@@ -139,22 +163,11 @@ def _actor(task: TaskSpec, plan: PlanSpec, sourced: set[str], stream: Stream) ->
         return SourcedFeedActor(task.name, stream)
     if task.name in plan.feeds:
         return FeedActor(task.name, stream)
-    variable = variable_name(task.name)
-    if variable is not None:
-        return VariableActor(task.name, stream, plan.variables[variable])
     return TaskActor(task.name, stream, task.fn, task.n_out)
 
 
-def _quota(actor: Actor, plan: PlanSpec, order: InplaceOrder) -> int:
-    if not actor.consumers:
-        return 1  # a sink's slot is free again as soon as it is filled
-    if isinstance(actor, VariableActor) and (actor.name, 0) in order.written:
-        return 1  # one slot: the next iteration reads the variable after this one's writes
-    return plan.quota
-
-
 def _gates(
-    actor: Actor, waits: dict[Consumer, frozenset[Consumer]], by_consumer: dict[Consumer, Actor]
+    actor: Actor, waits: dict[Consumer, set[Consumer]], by_consumer: dict[Consumer, Actor]
 ) -> dict[int, tuple[int, ...]]:
     """`waits` keyed by task names and fetch positions -> keyed by consumer numbers."""
     number = {id(consumer): n for n, (consumer, _) in enumerate(actor.consumers)}
