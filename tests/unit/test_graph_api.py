@@ -303,3 +303,20 @@ def test_state_dict_round_trip_reaches_the_compiled_plan():
         graph.load_state_dict(
             {"model": saved["model"], "_optimizer0": saved["_optimizer0"], "extra": 1}
         )
+
+
+def test_with_dynamic_input_shape_sets_how_many_plans_are_kept():
+    class Dynamic(Graph):
+        @Graph.with_dynamic_input_shape(size=2)
+        def __init__(self):
+            super().__init__()
+            self.model = nn.Linear(3, 2)
+
+        def build(self, x):
+            return self.model(x)
+
+    graph = Dynamic()
+    assert graph.config.plan_cache_size == 2
+    for rows in (1, 2, 3):
+        assert graph(flow.ones(rows, 3)).shape == (rows, 2)
+    assert len(graph._plans) == 2  # the least recently used signature was released

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import weakref
 from collections import OrderedDict
@@ -70,6 +71,29 @@ class Graph:
         d["_graph_modules"] = GraphModules()
         # NOTE: the plans' executor threads stop when the graph is collected.
         weakref.finalize(self, _close_plans, d["_plans"])
+
+    @staticmethod
+    def with_dynamic_input_shape(*, size: int = 10, enable_shared: bool = True):
+        """OneFlow's decorator of a graph's `__init__` for inputs whose shapes vary between
+        calls. Here every graph compiles and keeps a plan per input signature anyway, all
+        sharing the modules' tensors (`enable_shared` is always on); the decorator sets how
+        many plans are kept (`config.set_plan_cache_size(size)`).
+
+        >>> class Linear(flow.nn.Graph):
+        ...     @flow.nn.Graph.with_dynamic_input_shape(size=8)
+        ...     def __init__(self):
+        ...         super().__init__()
+        """
+
+        def decorate(init):
+            @functools.wraps(init)
+            def __init__(self, *args, **kwargs):
+                init(self, *args, **kwargs)
+                self.config.set_plan_cache_size(size)
+
+            return __init__
+
+        return decorate
 
     def build(self, *args, **kwargs):
         """The step: what one call computes, written as eager code. Override it."""
