@@ -11,9 +11,10 @@ import pytest
 import tideflow as flow
 import tideflow.nn.functional as F
 from tideflow.framework.errors import DTypeError, ShapeError, TideflowError
+from tideflow.nn import MultiheadAttention
+from tideflow.nn.functional import multi_head_attention_forward
 from tideflow.nn.modules import attention, transformer
 from tideflow.nn.modules.activation import GELU
-from tideflow.nn.modules.attention import MultiheadAttention, multi_head_attention_forward
 from tideflow.nn.modules.transformer import (
     Transformer,
     TransformerDecoder,

@@ -10,6 +10,7 @@ from ..ops.nn.embedding import *  # noqa: F403
 from ..ops.nn.fold import *  # noqa: F403
 from ..ops.nn.linear import *  # noqa: F403
 from ..ops.nn.loss import *  # noqa: F403
+from ..ops.nn.multi_head_attention import *  # noqa: F403
 from ..ops.nn.normalization import *  # noqa: F403
 from ..ops.nn.padding import *  # noqa: F403
 from ..ops.nn.pooling import *  # noqa: F403

@@ -16,10 +16,11 @@ from collections.abc import Callable
 from ...framework.errors import ShapeError, TideflowError
 from ...framework.tensor import Tensor
 from ...ops.creation import full
+from ...ops.nn.multi_head_attention import canonical_mask, none_or_dtype
 from ...ops.shape import triu
 from .. import functional as F
 from .. import init
-from .attention import MultiheadAttention, _canonical_mask, _none_or_dtype
+from .attention import MultiheadAttention
 from .container import ModuleList
 from .dropout import Dropout
 from .linear import Linear
@@ -101,11 +102,11 @@ class TransformerEncoderLayer(Module):
         """src (S, N, E) ((N, S, E) with batch_first, (S, E) unbatched); src_mask (S, S) or
         (N * nhead, S, S) and src_key_padding_mask (N, S), boolean (True = masked) or
         additive float; `is_causal` hints that src_mask is the causal mask."""
-        src_key_padding_mask = _canonical_mask(
-            src_key_padding_mask, "src_key_padding_mask", _none_or_dtype(src_mask),
+        src_key_padding_mask = canonical_mask(
+            src_key_padding_mask, "src_key_padding_mask", none_or_dtype(src_mask),
             "src_mask", src.dtype,
         )  # fmt: skip
-        src_mask = _canonical_mask(src_mask, "src_mask", None, "", src.dtype, False)
+        src_mask = canonical_mask(src_mask, "src_mask", None, "", src.dtype, False)
         x = src
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
@@ -228,11 +229,11 @@ class TransformerEncoder(Module):
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         """Runs the layers in turn. `is_causal=None` detects whether `mask` is the square
         subsequent mask; True/False state it."""
-        src_key_padding_mask = _canonical_mask(
-            src_key_padding_mask, "src_key_padding_mask", _none_or_dtype(mask), "mask",
+        src_key_padding_mask = canonical_mask(
+            src_key_padding_mask, "src_key_padding_mask", none_or_dtype(mask), "mask",
             src.dtype,
         )  # fmt: skip
-        mask = _canonical_mask(mask, "mask", None, "", src.dtype, False)
+        mask = canonical_mask(mask, "mask", None, "", src.dtype, False)
         batch_first = self.layers[0].self_attn.batch_first
         is_causal = _detect_is_causal_mask(mask, is_causal, _seq_len(src, batch_first))
         output = src
