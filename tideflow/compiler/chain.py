@@ -68,8 +68,10 @@ class Chain:
         for call, reads, writes, releases, name in self._steps:
             try:
                 outs = call(*[env[i] for i in reads])
+            except StepError:  # a nested chain (a fused node's) names its own step
+                raise
             except Exception as exc:
-                raise StepError(name) from exc
+                raise StepError(name, exc) from exc
             for i, out in zip(writes, outs, strict=True):
                 env[i] = out
             for i in releases:

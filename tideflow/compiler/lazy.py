@@ -49,6 +49,16 @@ def data_access_error(what: str) -> TideflowError:
     )
 
 
+def _refusing(what: str):
+    """A method that raises `data_access_error(what)`: what lazy arrays and tensors answer
+    to every request for their elements."""
+
+    def refuse(self, *args, **kwargs):
+        raise data_access_error(what)
+
+    return refuse
+
+
 class _Flags:
     """What the dispatcher's in-place and reshape paths ask of an array's flags."""
 
@@ -137,32 +147,15 @@ class LazyArray:
             return out[0]
         raise data_access_error(f"np.{ufunc.__name__}()")
 
-    def __array__(self, dtype=None, copy=None):
-        raise data_access_error("converting it to a NumPy array")
-
-    def item(self, *args):
-        raise data_access_error("item()")
-
-    def tolist(self):
-        raise data_access_error("tolist()")
-
-    def reshape(self, *shape):
-        raise data_access_error("reading its elements")
-
-    def astype(self, *args, **kwargs):
-        raise data_access_error("printing or converting its elements")
-
-    def __bool__(self) -> bool:
-        raise data_access_error("bool() (an `if` or `while` on a tensor)")
-
-    def __float__(self) -> float:
-        raise data_access_error("float()")
-
-    def __int__(self) -> int:
-        raise data_access_error("int()")
-
-    def __index__(self) -> int:
-        raise data_access_error("using it as an index")
+    __array__ = _refusing("converting it to a NumPy array")
+    item = _refusing("item()")
+    tolist = _refusing("tolist()")
+    reshape = _refusing("reading its elements")
+    astype = _refusing("printing or converting its elements")
+    __bool__ = _refusing("bool() (an `if` or `while` on a tensor)")
+    __float__ = _refusing("float()")
+    __int__ = _refusing("int()")
+    __index__ = _refusing("using it as an index")
 
     def __repr__(self) -> str:
         return f"LazyArray({self.value!r}: {self.value.type_str()})"
@@ -173,32 +166,15 @@ class LazyTensor(Tensor):
 
     __slots__ = ()
 
-    def item(self):
-        raise data_access_error("item()")
-
-    def tolist(self):
-        raise data_access_error("tolist()")
-
-    def numpy(self):
-        raise data_access_error("numpy()")
-
-    def __array__(self, dtype=None, copy=None):
-        raise data_access_error("converting it to a NumPy array")
-
-    def __bool__(self) -> bool:
-        raise data_access_error("bool() (an `if` or `while` on a tensor)")
-
-    def __float__(self) -> float:
-        raise data_access_error("float()")
-
-    def __int__(self) -> int:
-        raise data_access_error("int()")
-
-    def __index__(self) -> int:
-        raise data_access_error("using it as an index")
-
-    def __complex__(self) -> complex:
-        raise data_access_error("complex()")
+    item = _refusing("item()")
+    tolist = _refusing("tolist()")
+    numpy = _refusing("numpy()")
+    __array__ = _refusing("converting it to a NumPy array")
+    __bool__ = _refusing("bool() (an `if` or `while` on a tensor)")
+    __float__ = _refusing("float()")
+    __int__ = _refusing("int()")
+    __index__ = _refusing("using it as an index")
+    __complex__ = _refusing("complex()")
 
     def __reduce_ex__(self, protocol):
         raise TideflowError("nn.Graph: a lazy tensor of a graph being traced cannot be pickled")

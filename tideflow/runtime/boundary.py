@@ -88,7 +88,7 @@ class VariablesActor(PerRunActor):
             try:
                 arrays.append(holder.array)
             except Exception as exc:  # the error names the variable's task, not this actor
-                raise StepError(task) from exc
+                raise StepError(task, exc) from exc
         return tuple(arrays)
 
 

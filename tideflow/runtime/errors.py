@@ -23,12 +23,12 @@ class TaskError(TideflowError):
         self.__cause__ = cause
 
 
-class StepError(Exception):
+class StepError(TideflowError):
     """Raised by a task function made of named steps (a compiled chain of ops) when one step
     fails, with the step's exception as `__cause__`: the task's error then names the step."""
 
-    def __init__(self, step: str) -> None:
-        super().__init__(step)
+    def __init__(self, step: str, cause: BaseException) -> None:
+        super().__init__(f"{step} raised {type(cause).__name__}: {cause}")
         self.step = step
 
 

@@ -1,17 +1,17 @@
 """Elementwise fusion: a group of elementwise nodes runs as one node.
 
-The fused node runs its members' own CPU kernels (one op, one place: no second formula to keep
-in step), in program order, each intermediate freed after its last use. Generated code was
-the alternative, and numexpr loses to NumPy on this machine (1M float32, one thread, float32
-constants: bias + relu 4.9 ms vs 0.8, GELU's backward 9.9 vs 4.6, an Adam update 16.2 vs
-4.1; medians from `benchmarks/fusion.py`).
+The fused node runs its members as a `Chain` (their own CPU kernels: one op, one place, no
+second formula to keep in step), in program order, each intermediate freed after its last
+use. Generated code was the alternative, and numexpr loses to NumPy on this machine (1M
+float32, one thread, float32 constants: bias + relu 4.9 ms vs 0.8, GELU's backward 9.9 vs
+4.6, an Adam update 16.2 vs 4.1; medians from `benchmarks/fusion.py` with numexpr installed).
 
 Groups run tile by tile along the leading axes: a tile's intermediates stay in cache and only
 the group's outputs travel to memory. That pays once a chain's arrays outgrow the last-level
-cache (32 MiB here): on 12.6M float32 elements GELU's backward takes 41 ms in tiles of 128K
-vs 91 ms as separate kernels, the Adam update 56 vs 108, bias + GELU 141 vs 171. On 1M
+cache (32 MiB here): on 12.6M float32 elements GELU's backward takes 40 ms in tiles of 128K
+vs 84 ms as separate kernels, the Adam update 48 vs 98, bias + GELU 59 vs 72. On 1M
 elements (4 MiB, the GPT benchmark's largest) the time is about the same (GELU's backward
-4.4 vs 4.6 ms, the Adam update 4.0 vs 4.1, bias + relu 0.95 vs 0.83), and memory is what the
+2.9 vs 2.6 ms, the Adam update 3.6 vs 3.3, bias + relu 0.84 vs 0.63), and memory is what the
 plan says: a tile's intermediates are ~512 KiB, not whole arrays (W3 GPT step, tracemalloc
 peak: 88.6 MiB tiled, 90.6 unfused, 94.6 fused on whole arrays, where a group keeps its
 inputs alive to its end). Groups no larger than one tile run on whole arrays.
@@ -26,9 +26,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ...framework.errors import TideflowError
 from ...framework.registry import Meta, OpDef
 from ...framework.sbp import B, S, Signature
+from ..chain import Chain
 from ..ir import Node, Program, Value
 
 TILE_ELEMENTS = 1 << 17  # 512 KiB of float32: the best of 32K-256K tiles on 1M-12M elements
@@ -176,10 +176,11 @@ def _tiles(shape: tuple[int, ...], tile_elements: int) -> list[tuple[slice, ...]
 
 
 class FusedKernel:
-    """`kernel(*input_arrays)` runs the members' own CPU kernels in program order, on whole
-    arrays or tile by tile (`tiles`: index tuples of the output shape), and returns the arrays
-    of `outputs`. A member whose kernel raises fails the call with an error naming the
-    member's node (the op that failed, as without fusion) and the original error."""
+    """`kernel(*input_arrays)` runs the members as a `Chain` (their own CPU kernels in program
+    order, each intermediate dropped after its last use), on whole arrays or tile by tile
+    (`tiles`: index tuples of the output shape), and returns the arrays of `outputs`. A
+    member whose kernel raises fails the call with a `StepError` naming the member's node
+    (the op that failed, as without fusion)."""
 
     def __init__(
         self,
@@ -188,19 +189,7 @@ class FusedKernel:
         outputs: Sequence[Value],
         tiles: list[tuple[slice, ...]],
     ) -> None:
-        slot = {v: i for i, v in enumerate(inputs)}
-        for node in members:
-            slot[node.outputs[0]] = len(slot)
-        last_use = {v: i for i, node in enumerate(members) for v in node.inputs}
-        dropped: list[list[int]] = [[] for _ in members]  # slots to free after each member
-        for v, i in last_use.items():
-            if v not in outputs and v not in inputs:
-                dropped[i].append(slot[v])
-        self._steps = tuple(
-            _step(node, slot, tuple(drop)) for node, drop in zip(members, dropped, strict=True)
-        )
-        self._size = len(slot)
-        self._outputs = tuple(slot[v] for v in outputs)
+        self._chain = Chain(members, inputs, outputs)
         self._shapes = tuple(v.shape for v in outputs)
         ndim = len(members[0].outputs[0].shape)
         self._tiles = tuple(
@@ -213,56 +202,20 @@ class FusedKernel:
         return bool(self._tiles)
 
     def __call__(self, *arrays: np.ndarray):
-        if not self._tiles:
-            env = self._run(list(arrays))
-            outs = tuple(env[i] for i in self._outputs)
-        else:
-            outs = self._run_tiles(arrays)
+        outs = self._run_tiles(arrays) if self._tiles else self._chain(*arrays)
         return outs[0] if len(outs) == 1 else outs
 
     def _run_tiles(self, arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
-        outs: list[np.ndarray | None] = [None] * len(self._outputs)
+        outs: list[np.ndarray | None] = [None] * len(self._shapes)
         for tile, operand_index in self._tiles:
-            env = self._run(
-                [a if i is None else a[i] for a, i in zip(arrays, operand_index, strict=True)]
+            parts = self._chain(
+                *(a if i is None else a[i] for a, i in zip(arrays, operand_index, strict=True))
             )
-            for j, i in enumerate(self._outputs):
+            for j, part in enumerate(parts):
                 if outs[j] is None:  # the dtype the kernel gives, as unfused
-                    outs[j] = np.empty(self._shapes[j], env[i].dtype)
-                outs[j][tile] = env[i]
+                    outs[j] = np.empty(self._shapes[j], part.dtype)
+                outs[j][tile] = part
         return tuple(outs)
-
-    def _run(self, env: list) -> list:
-        env += [None] * (self._size - len(env))
-        for kernel, operands, reads, attrs, write, drop, name in self._steps:
-            args = list(operands)
-            for position, i in reads:
-                args[position] = env[i]
-            try:
-                out = kernel(*args, **attrs)
-            except Exception as exc:
-                raise TideflowError(f"{name} raised {type(exc).__name__}: {exc}") from exc
-            env[write] = out if type(out) is np.ndarray else np.asarray(out)
-            # NOTE: freed at once, an intermediate's memory is what the next kernel gets from
-            # the allocator: still in cache when tiled, not fresh pages from the OS when not.
-            for i in drop:
-                env[i] = None
-        return env
-
-
-def _step(node: Node, slot: dict[Value, int], drop: tuple[int, ...]) -> tuple:
-    """(kernel, operands, (operand position, env slot) of each value, attrs, output slot,
-    slots to free after it, name): what `FusedKernel._run` needs to call one member."""
-    reads = tuple((p, slot[a]) for p, a in enumerate(node.operands) if isinstance(a, Value))
-    return (
-        node.op.kernels["cpu"],
-        node.operands,
-        reads,
-        node.attrs,
-        slot[node.outputs[0]],
-        drop,
-        node.name,
-    )
 
 
 def _operand_index(shape: tuple[int, ...], tile: tuple[slice, ...], ndim: int):
