@@ -4,6 +4,7 @@ have in common, and the `defop` shorthand. An op file combines these with its ke
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from ..framework import dtype as dtypes
@@ -25,6 +26,7 @@ __all__ = [
     "dispatch",
     "elementwise_meta",
     "elementwise_sbp",
+    "halves_in_float32",
     "methods",
     "normalize_dim",
     "normalize_dims",
@@ -38,6 +40,25 @@ __all__ = [
 def defop(name: str, **kw) -> OpDef:
     """Build and register an OpDef (see `framework.registry.OpDef` for the fields)."""
     return register(OpDef(name, **kw))
+
+
+def halves_in_float32(composite: Callable) -> Callable:
+    """A composite of several ops that, on tensors of one half-precision dtype, computes in
+    float32 and rounds once at the end, as a kernel does (a chain of half-precision ops would
+    round after every step: `x - tanh(x)` loses all its digits near 0)."""
+
+    @functools.wraps(composite)
+    def wrapper(*args, **kwargs):
+        floats = {a.dtype for a in args if isinstance(a, Tensor) and a.dtype.is_floating_point}
+        if len(floats) != 1 or (half := floats.pop()) not in (dtypes.float16, dtypes.bfloat16):
+            return composite(*args, **kwargs)
+        wide = (
+            a.to(dtypes.float32) if isinstance(a, Tensor) and a.dtype is half else a for a in args
+        )
+        out = composite(*wide, **kwargs)
+        return out.to(half) if out.dtype is dtypes.float32 else out
+
+    return wrapper
 
 
 # -- shapes ---------------------------------------------------------------------------------

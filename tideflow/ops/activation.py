@@ -17,7 +17,7 @@ import scipy.special as sc
 from ..framework.dispatch import inplace as inplace_method
 from ..framework.errors import TideflowError
 from . import _special
-from ._rules import defop, dispatch, elementwise_sbp
+from ._rules import defop, dispatch, elementwise_sbp, halves_in_float32
 from .binary import where
 from .unary import (
     abs,
@@ -260,6 +260,7 @@ def softsign(input):
     return input / (abs(input) + 1)
 
 
+@halves_in_float32
 def tanhshrink(input):
     """`input - tanh(input)`."""
     return input - tanh(input)

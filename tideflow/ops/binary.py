@@ -28,6 +28,7 @@ from ._rules import (
     defop,
     dispatch,
     elementwise_sbp,
+    halves_in_float32,
     methods,
 )
 from .creation import tensor, zeros_like
@@ -331,7 +332,7 @@ def add(input, other, *, alpha=1):
     >>> flow.add(flow.tensor([1.0, 2.0]), flow.tensor([10.0, 20.0]), alpha=2)  # [21., 42.]
     """
     if alpha != 1:
-        other = _scaled("add", input, other, alpha)
+        return _plus_scaled(_add, input, other, alpha)
     return dispatch(_add, (input, other), _NO_ATTRS)
 
 
@@ -344,7 +345,7 @@ def sub(input, other, *, alpha=1):
             f"{_describe(_metas((input, other)))}); use ^ (logical_xor) or ~ (logical_not)"
         )
     if alpha != 1:
-        other = _scaled("sub", input, other, alpha)
+        return _plus_scaled(_sub, input, other, alpha)
     return dispatch(_sub, (input, other), _NO_ATTRS)
 
 
@@ -354,6 +355,12 @@ def _is_bool(a) -> bool:
 
 def _metas(operands) -> tuple:
     return tuple(Meta(tuple(a.shape), a.dtype) if isinstance(a, Tensor) else a for a in operands)
+
+
+@halves_in_float32
+def _plus_scaled(op, input, other, alpha):
+    """`input op alpha * other` (op: add or sub), rounded once for half operands."""
+    return dispatch(op, (input, _scaled(op.name, input, other, alpha)), _NO_ATTRS)
 
 
 def _scaled(op: str, input, other, alpha):

@@ -251,15 +251,14 @@ def _conv_transpose_kernel(g, w, b, *, stride, padding, dilation, groups):
         (m - 1) * s + d * (k - 1) + 1
         for m, k, s, d in zip(counts, kernel, stride, dilation, strict=True)
     )
-    # PyTorch sums float16 products in float16; anything else accumulates in the compute dtype
-    y = np.zeros((n, shape[1], *full), np.float16 if g.dtype == np.float16 else gc.dtype)
+    y = np.zeros((n, shape[1], *full), gc.dtype)  # halves accumulate in float32
     gs = gc.reshape(n, groups, c_in // groups, math.prod(counts))
     ws = wc.reshape(groups, c_in // groups, shape[1] // groups, math.prod(kernel))
     # one product per kernel offset, added into its windows: col2im without a column buffer
     # (measured faster than one GEMM into (O * K, P) columns: those do not fit in cache)
     for k, offset in enumerate(np.ndindex(*kernel)):
         part = ws[..., k].transpose(0, 2, 1) @ gs  # (N, G, O/G, P)
-        part = part.reshape(n, shape[1], *counts).astype(y.dtype, copy=False)
+        part = part.reshape(n, shape[1], *counts)
         y[window_slices(offset, stride, dilation, counts)] += part
     y = np.ascontiguousarray(pad_or_crop(y, tuple((-lo, -hi) for lo, hi in padding)))
     return _finish(y, b, g.dtype)

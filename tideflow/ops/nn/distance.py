@@ -7,7 +7,17 @@ import numpy as np
 
 from ...framework import dtype as dtypes
 from ...framework.errors import DTypeError, TensorIndexError, TideflowError
-from .._rules import B, Meta, S, Signature, broadcast_shapes, defop, dispatch, normalize_dim
+from .._rules import (
+    B,
+    Meta,
+    S,
+    Signature,
+    broadcast_shapes,
+    defop,
+    dispatch,
+    halves_in_float32,
+    normalize_dim,
+)
 from .softmax import reject_unless
 
 __all__ = ["cosine_similarity", "pairwise_distance", "normalize", "one_hot"]
@@ -20,6 +30,7 @@ def _clamped_norm(x, dim: int, eps: float):
     return n + (n.clamp_min(eps) - n).detach()
 
 
+@halves_in_float32
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """Cosine of the angle between `x1` and `x2` along `dim` (after broadcasting): each is
     divided by its norm (at least `eps`) before the dot product, so |result| <= 1.

@@ -11,6 +11,7 @@ from ...framework.errors import ShapeError
 from .._rules import B, Meta, P, S, Signature, defop, dispatch
 from .conv import col2im, im2col, ntuple, window_counts
 from .padding import pad_or_crop
+from .sampling import compute_array
 
 __all__ = ["unfold", "fold"]
 
@@ -85,8 +86,9 @@ def _col2im_kernel(x, *, output_size, kernel_size, dilation, padding, stride):
     _blocks("fold", output_size, kernel_size, dilation, padding, stride)
     n, c = x.shape[0], x.shape[1] // math.prod(kernel_size)
     padded = tuple(m + 2 * p for m, p in zip(output_size, padding, strict=True))
-    out = col2im(x, (n, c, *padded), kernel_size, stride, dilation)
-    return np.ascontiguousarray(pad_or_crop(out, tuple((-p, -p) for p in padding)))
+    out = col2im(compute_array(x), (n, c, *padded), kernel_size, stride, dilation)
+    out = pad_or_crop(out, tuple((-p, -p) for p in padding))
+    return np.ascontiguousarray(out.astype(x.dtype, copy=False))
 
 
 def _linear_sbp(x: Meta, **_) -> list[Signature]:

@@ -16,7 +16,18 @@ from ...framework import dtype as dtypes
 from ...framework.errors import DTypeError, ShapeError, TensorIndexError, TideflowError
 from ...framework.node import is_float
 from .. import activation, binary
-from .._rules import B, Meta, P, S, Signature, defop, dispatch, elementwise_meta, elementwise_sbp
+from .._rules import (
+    B,
+    Meta,
+    P,
+    S,
+    Signature,
+    defop,
+    dispatch,
+    elementwise_meta,
+    elementwise_sbp,
+    halves_in_float32,
+)
 from .distance import pairwise_distance
 from .softmax import compute_dtype, log_softmax, refuse_grad, reject_unless
 
@@ -441,14 +452,15 @@ def _log_sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def _bce_logits_kernel(x, t, pw):
+    dtype = x.dtype
     same = is_float(x.dtype) and t.dtype == x.dtype and (pw is None or pw.dtype == x.dtype)
     reject_unless(same, "binary_cross_entropy_with_logits")
-    # NOTE: PyTorch's composite, op by op in the input's dtype (half inputs round alike):
-    # (1 - t) x - log(sigmoid(x)) * (1 + (pos_weight - 1) t).
+    # (1 - t) x - log(sigmoid(x)) * (1 + (pos_weight - 1) t), rounded once
+    x, t, pw = (None if a is None else a.astype(compute_dtype(a), copy=False) for a in (x, t, pw))
     log_sig = _log_sigmoid(x)
     if pw is not None:
-        log_sig = log_sig * ((pw - 1) * t + 1)
-    return (1 - t) * x - log_sig
+        log_sig *= (pw - 1) * t + 1
+    return ((1 - t) * x - log_sig).astype(dtype, copy=False)
 
 
 def _bce_logits_grad(ctx, gy):
@@ -550,6 +562,7 @@ def _huber(diff, delta: float):
     return binary.where(a < delta, 0.5 * diff * diff, delta * (a - 0.5 * delta))
 
 
+@halves_in_float32
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """`0.5 d**2 / beta` where `|d| < beta`, else `|d| - 0.5 beta` (d = input - target):
     quadratic near 0, L1 beyond `beta` (`beta=0` is l1_loss).
@@ -565,6 +578,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return _reduce(loss, reduction)
 
 
+@halves_in_float32
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """`0.5 d**2` where `|d| < delta`, else `delta (|d| - 0.5 delta)` (d = input - target):
     smooth_l1_loss scaled by `delta`.

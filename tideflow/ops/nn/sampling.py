@@ -99,7 +99,7 @@ _MAX_GATHER_TAPS = 4  # wider windows (pooling) take one sparse product, not one
 
 def _gather(a: np.ndarray, taps: Taps, axis: int) -> np.ndarray:
     """Apply `taps` along `axis` of `a`: a gather per tap, weighted and summed in tap order
-    (PyTorch's order, which its half-precision results depend on)."""
+    (PyTorch's order)."""
     if taps.index.shape[1] > _MAX_GATHER_TAPS:
         return _matmul(_matrix(taps, a.dtype), a, axis)
     out = None
@@ -259,10 +259,8 @@ def _guard(src: np.ndarray, in_size: int, opmath) -> tuple[np.ndarray, np.ndarra
 
 
 @functools.lru_cache(maxsize=256)
-def linear_taps(in_size, out_size, scale, align_corners, opmath, store=None) -> Taps:
-    """Two taps (left, right) weighted (1 - t, t); equal sizes copy (PyTorch's shortcut).
-    `store`: the half dtype PyTorch rounds t to, then 1 - t (its generic CPU kernel keeps
-    weights in the input's dtype)."""
+def linear_taps(in_size, out_size, scale, align_corners, opmath) -> Taps:
+    """Two taps (left, right) weighted (1 - t, t); equal sizes copy (PyTorch's shortcut)."""
     if in_size == out_size:
         i0 = np.arange(in_size)
         w1 = np.zeros(in_size, opmath)
@@ -270,9 +268,6 @@ def linear_taps(in_size, out_size, scale, align_corners, opmath, store=None) -> 
         src = _source_index(in_size, out_size, scale, align_corners, opmath, cubic=False)
         i0, w1 = _guard(src, in_size, opmath)
     w0 = opmath(1) - w1
-    if store is not None:
-        w1 = w1.astype(store).astype(opmath)
-        w0 = (opmath(1) - w1).astype(store).astype(opmath)
     i1 = i0 + (i0 < in_size - 1)
     return make_taps(np.stack([i0, i1], 1), np.stack([w0, w1], 1), in_size)
 
@@ -281,9 +276,8 @@ _CUBIC_A = -0.75  # PyTorch's (and OpenCV's) cubic convolution coefficient
 
 
 @functools.lru_cache(maxsize=256)
-def cubic_taps(in_size, out_size, scale, align_corners, opmath, store=None) -> Taps:
-    """Keys' cubic convolution on 4 taps; taps past the border read the edge pixel. `store`:
-    the half dtype PyTorch rounds the weights to."""
+def cubic_taps(in_size, out_size, scale, align_corners, opmath) -> Taps:
+    """Keys' cubic convolution on 4 taps; taps past the border read the edge pixel."""
     src = _source_index(in_size, out_size, scale, align_corners, opmath, cubic=True)
     i0, t = _guard(src, in_size, opmath)
     a = opmath(_CUBIC_A)
@@ -296,8 +290,6 @@ def cubic_taps(in_size, out_size, scale, align_corners, opmath, store=None) -> T
 
     u = opmath(1) - t
     weight = np.stack([far(t + opmath(1)), near(t), near(u), far(u + opmath(1))], 1)
-    if store is not None:
-        weight = weight.astype(store).astype(opmath)
     index = np.clip(i0[:, None] + np.arange(-1, 3), 0, in_size - 1)
     return make_taps(index, weight, in_size)
 
@@ -447,9 +439,7 @@ def interpolate(
     else:
         build = cubic_taps if mode == "bicubic" else linear_taps
         opmath, corners = _opmath(input.dtype.np), bool(align_corners)
-        # PyTorch's half kernels keep weights in half precision, except its 2-d bilinear one
-        store = input.dtype.np if is_half(input.dtype.np) and mode != "bilinear" else None
-        taps = [build(n, o, s, corners, opmath, store) for n, o, s in geometry]
+        taps = [build(n, o, s, corners, opmath) for n, o, s in geometry]
     return resample(input, taps)
 
 

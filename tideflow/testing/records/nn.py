@@ -629,16 +629,7 @@ def _norm_records():
         OpInfo(_fn("layer_norm"), _layer_norm_samples, dtypes=ALL_FLOATS),
         OpInfo(_fn("rms_norm"), _rms_norm_samples, dtypes=ALL_FLOATS),
         OpInfo(_fn("group_norm"), _group_norm_samples, dtypes=ALL_FLOATS),
-        _constant_record("batch_norm", _batch_norm_samples),
-        # NOTE: PyTorch's half kernels round intermediates (statistics, ...) differently by
-        # shape; ours round once: agreement within a few units in the last place.
-        _constant_record(
-            "batch_norm",
-            _batch_norm_samples,
-            variant="half",
-            dtypes=("float16", "bfloat16"),
-            atol=5e-2,
-        ),
+        _constant_record("batch_norm", _batch_norm_samples, dtypes=ALL_FLOATS),
         _constant_record("instance_norm", _instance_norm_samples),
     ]
     for name, kw in (("batch_norm", {"training": True}), ("instance_norm", {})):
@@ -755,16 +746,7 @@ RECORDS = [
     *_embedding_records(),
     *_norm_records(),
     *_dropout_records(),
-    OpInfo(_fn("scaled_dot_product_attention"), _attention_samples),
-    # NOTE: sums of products of half values cancel: PyTorch's kernels round intermediates
-    # differently, so small outputs agree to an absolute, not a relative, tolerance.
-    OpInfo(
-        _fn("scaled_dot_product_attention"),
-        _attention_samples,
-        variant="half",
-        dtypes=("float16", "bfloat16"),
-        atol=1e-2,
-    ),
+    OpInfo(_fn("scaled_dot_product_attention"), _attention_samples, dtypes=ALL_FLOATS),
     OpInfo(
         _fn("scaled_dot_product_attention"),
         _attention_dropout_samples,

@@ -228,15 +228,7 @@ INT_AND_BOOL = (*INTS, "bool")
 
 RECORDS = [
     # -- sums ----------------------------------------------------------------------------
-    OpInfo("sum", reduction_samples()),
-    OpInfo(
-        "sum",
-        reduction_samples(),
-        variant="half",
-        dtypes=("float16", "bfloat16"),
-        rtol=2e-2,
-        atol=2e-2,
-    ),
+    OpInfo("sum", reduction_samples(), dtypes=ALL_FLOATS),
     OpInfo("sum", _samples(), variant="int", dtypes=INT_AND_BOOL, grad=False),
     OpInfo(
         "sum",
@@ -249,10 +241,7 @@ RECORDS = [
     OpInfo("nansum", _samples(prepare=_plant(np.nan)), dtypes=ALL_FLOATS),
     OpInfo("nansum", _samples(), variant="int", dtypes=INTS, grad=False),
     # -- means ---------------------------------------------------------------------------
-    OpInfo("mean", _samples()),
-    OpInfo(
-        "mean", _samples(), variant="half", dtypes=("float16", "bfloat16"), rtol=1e-2, atol=1e-2
-    ),
+    OpInfo("mean", _samples(), dtypes=ALL_FLOATS),
     OpInfo(
         "mean",
         _with_dtype(_samples((None, (0, 1))), "float64"),
@@ -322,14 +311,7 @@ RECORDS = [
     OpInfo(
         "logsumexp",
         _samples((0, 1, -1, (0, 2)), scalar_dim=0),
-        dtypes=(*FLOATS, "bfloat16"),
-    ),
-    OpInfo(
-        "logsumexp",
-        _samples((0, (0, 2)), scalar_dim=0),
-        variant="float16",
-        dtypes=("float16",),
-        rtol=2e-3,  # we round the float32 result once; PyTorch's float16 is 1 ulp off at times
+        dtypes=ALL_FLOATS,
     ),
     OpInfo(
         "logsumexp",

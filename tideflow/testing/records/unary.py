@@ -183,7 +183,7 @@ RECORDS = [
     OpInfo("clamp_min", samples(min=-0.5)),
     OpInfo("clamp_max", samples(max=0.5)),
     # nan_to_num and predicates
-    OpInfo("nan_to_num", _with_specials(), dtypes=ANY),
+    OpInfo("nan_to_num", _with_specials(), dtypes=ANY, dtype_dependent=True),
     OpInfo(
         "nan_to_num",
         _with_specials(nan=1.0, posinf=100.0, neginf=-50.0),
