@@ -197,16 +197,6 @@ def test_changing_the_optimizer_after_compiling_raises():
         graph(flow.ones(4, 3))
 
 
-def test_global_tensors_are_refused_for_now():
-    placement = flow.placement("cpu", ranks=[0])
-    x = flow.ones(2, 3).to_global(placement, flow.sbp.broadcast)
-    with pytest.raises(NotImplementedError, match=r"global tensor inputs .* not supported yet"):
-        Forward(_linear())(x)
-    model = _linear().to_global(placement, flow.sbp.broadcast)
-    with pytest.raises(NotImplementedError, match=r"a global tensor .* is used in build"):
-        Forward(model)(flow.ones(2, 3))
-
-
 # -- config ----------------------------------------------------------------------------------------
 def test_config_validates_and_records():
     config = GraphConfig()

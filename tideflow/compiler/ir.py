@@ -13,7 +13,8 @@ scalars or None, in the op's positional order) with keyword attributes, exactly 
 dispatcher would call its kernel. Operand dtypes are explicit: tracing inserts the casts that
 eager promotion performs, so a node's kernel sees arrays of the dtypes its inputs declare.
 
-Values carry placement/SBP fields for global tensors; they are None for local values. Nodes
+A global tensor's value is this rank's shard (its shape is the shard's) and carries the
+tensor's placement and n-D SBP; they are None for local values. Nodes
 traced from `nn.Graph.build` carry a `Scope`: the module that produced them and its config.
 """
 
@@ -30,6 +31,7 @@ from ..framework.dtype import DType
 from ..framework.random import Generator
 from ..framework.registry import Meta, OpDef
 from ..framework.tensor import raw_data
+from ..parallel.sbp import describe
 
 FEED, VARIABLE, CONSTANT, OP = "feed", "variable", "constant", "op"
 FORWARD, BACKWARD, RECOMPUTE = "forward", "backward", "recompute"
@@ -72,7 +74,9 @@ class Value:
     def type_str(self) -> str:
         if self.dtype is None:
             return "attrs"
-        layout = "" if self.placement is None else f" @{self.placement} {self.sbp}"
+        layout = (
+            "" if self.placement is None else f" on {self.placement.ranks} {describe(self.sbp)}"
+        )
         return f"{self.dtype.name}[{', '.join(map(str, self.shape))}]{layout}"
 
     def __repr__(self) -> str:
@@ -147,11 +151,13 @@ class Node:
 
     @property
     def effectful(self) -> bool:
-        """Whether running the node matters beyond its outputs: it writes operands in place
-        or draws from a random generator (removing or merging it would change the stream of
-        numbers later draws see, and with it graph == eager)."""
+        """Whether running the node matters beyond its outputs: it writes operands in place,
+        draws from a random generator (removing or merging it would change the stream of
+        numbers later draws see, and with it graph == eager), or takes part in a collective
+        (every rank of its group must run it)."""
         return (
             bool(self.op.mutates)
+            or self.op.communicates
             or self.op.n_out == 0
             or self.step_attrs is not None
             or any(isinstance(v, Generator) for v in self.attrs.values())

@@ -118,6 +118,11 @@ class LazyArray:
         # every reshape is possible (the kernel copies when the runtime strides need it).
         return self.copy()
 
+    def note_layout(self, placement, nd_sbp: tuple) -> None:
+        """This array is the shard of a global tensor laid out as given (for printing)."""
+        self.value.placement = placement
+        self.value.sbp = nd_sbp
+
     def rebind(self, value) -> None:
         """Make this array hold `value` (an in-place write); arrays aliasing it go stale."""
         alias = self.alias

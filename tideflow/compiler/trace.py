@@ -37,6 +37,7 @@ from ..framework.errors import ShapeError, TideflowError
 from ..framework.grad_mode import STATE
 from ..framework.registry import Meta, OpDef, get_op
 from ..framework.tensor import Tensor
+from ..parallel.dispatch import global_mode
 from .amp import guarded
 from .internal_ops import ASSIGN
 from .ir import BACKWARD, CONSTANT, FEED, VARIABLE, Node, Program, Scope, Value, Variable
@@ -93,7 +94,11 @@ class Tracer:
         known = self._by_array.get(id(tensor._data))
         if known is not None:
             return known
-        value = self._draft.new_value(tensor.shape, tensor.dtype, VARIABLE, label=name)
+        # NOTE: a global tensor's variable is this rank's shard
+        shape = tensor._data.shape
+        value = self._draft.new_value(shape, tensor.dtype, VARIABLE, label=name)
+        if tensor.is_global:
+            value.placement, value.sbp = tensor.placement, tensor._nd_sbp
         self._variables[name] = Variable(name, value, holder)
         self._tensors[name] = tensor
         self._by_array[id(tensor._data)] = name
@@ -160,7 +165,7 @@ class Tracer:
             self._own_grad(tensor)
         self._prev_handler = MODE.handler
         self._thread = threading.get_ident()
-        MODE.handler = self.handle
+        MODE.handler = global_mode(self.handle)
         self._active = True
         return self
 
@@ -275,11 +280,6 @@ class Tracer:
         data = t._data
         if type(data) is LazyArray:
             return self._lazy_value(data)
-        if t.is_global:
-            raise NotImplementedError(
-                f"nn.Graph: a global tensor (placement {t.placement}) is used in build() (at "
-                f"{user_line()}); graphs of global tensors are not supported yet"
-            )
         name = self._by_array.get(id(data))
         if name is not None:
             if name in self._updated:
@@ -449,7 +449,7 @@ def capture_updates(step: Callable[[], object]) -> list[UpdateCall]:
             )
         return _passed_through(prev, op, args, attrs)
 
-    MODE.handler = handle
+    MODE.handler = global_mode(handle)
     try:
         step()
     finally:

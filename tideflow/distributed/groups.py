@@ -20,6 +20,7 @@ from .backend import Communicator
 from .world import get_world
 
 _cache: dict[tuple[int, ...], Communicator] = {}
+_channels: dict[tuple[str, tuple[int, ...]], Communicator] = {}
 _lock = threading.Lock()
 
 
@@ -28,8 +29,11 @@ class RankError(TideflowError, ValueError):
     for ranks outside a group."""
 
 
-def communicator(ranks: Iterable[int] | None = None) -> Communicator:
-    """The communicator of `ranks` (world ranks; None: every rank).
+def communicator(ranks: Iterable[int] | None = None, channel: str = "") -> Communicator:
+    """The communicator of `ranks` (world ranks; None: every rank). A named `channel` is a
+    communicator of its own for the same ranks: collectives that run on another thread
+    (a compiled graph's plan) must not share one with eager code, or two threads' calls
+    could be matched with each other across the ranks.
 
     Creating it is collective over its members: each of them must ask for it, and members
     of several new groups must ask for them in the same order. Only members may ask.
@@ -38,6 +42,8 @@ def communicator(ranks: Iterable[int] | None = None) -> Communicator:
     >>> comm.rank, comm.size
     (0, 1)
     """
+    if channel:
+        return _channel(ranks, channel)
     world = get_world()
     if ranks is None:
         return world.comm
@@ -55,6 +61,19 @@ def communicator(ranks: Iterable[int] | None = None) -> Communicator:
         if comm is None:
             whole = key == tuple(range(world.size))
             comm = _cache[key] = world.comm if whole else world.comm.subgroup(key)
+    return comm
+
+
+def _channel(ranks: Iterable[int] | None, channel: str) -> Communicator:
+    world = get_world()
+    key = (channel, tuple(range(world.size)) if ranks is None else group_ranks(ranks, world.size))
+    comm = _channels.get(key)
+    if comm is None:
+        base = communicator(ranks)  # checks membership
+        with _lock:
+            comm = _channels.get(key)
+            if comm is None:
+                comm = _channels[key] = base.dup()
     return comm
 
 

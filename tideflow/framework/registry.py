@@ -44,6 +44,7 @@ class Meta(NamedTuple):
 
 class OpDef:
     __slots__ = (
+        "communicates",
         "differentiable",
         "elementwise",
         "grad",
@@ -80,6 +81,7 @@ class OpDef:
         local_attrs: Callable[..., dict] | None = None,
         mutates: tuple[int, ...] = (),
         elementwise: bool = False,
+        communicates: bool = False,
     ) -> None:
         if promote not in (None, "common", "float"):
             raise ValueError(f"op {name}: promote must be None, 'common' or 'float'")
@@ -101,6 +103,9 @@ class OpDef:
         if mutates and self.differentiable:
             raise ValueError(f"op {name}: ops that write their operands cannot be differentiable")
         self.mutates = mutates
+        # NOTE: an op that runs a collective must run on every rank of its group, in the same
+        # order: compiler passes never fold, merge or drop it.
+        self.communicates = communicates
         # NOTE: ops whose attributes name logical sizes (reshape's target shape) give
         # `local_attrs(attrs, signature, *logical_metas)`: the attributes each rank's kernel
         # runs with under that signature.

@@ -55,7 +55,7 @@ from ..parallel.boxing import empty_shard
 from ..parallel.dispatch import install
 from ..parallel.global_tensor import GlobalTensor, wrap
 from ..parallel.placement import placement as Placement
-from ..parallel.to_global import _global_class
+from ..parallel.to_global import global_class
 from ._file import _FROM_CODE, as_contiguous, write
 from ._structure import Decoder
 
@@ -358,7 +358,7 @@ def _tensor(record: dict, reader: _ShardReader, world_size: int, saved_world: in
     install()
     t = wrap(make_tensor(local), where, nd, shape)
     if record["type"] == "Parameter":
-        t.__class__ = _global_class(Parameter)
+        t.__class__ = global_class(Parameter)
     if record["requires_grad"]:
         t.requires_grad_(True)
     return t

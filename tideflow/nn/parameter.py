@@ -6,17 +6,23 @@ import numpy as np
 
 from ..framework.dispatch import _init
 from ..framework.tensor import Tensor
+from ..parallel.global_tensor import GlobalTensor, set_global
+from ..parallel.to_global import global_class
 
 
 class Parameter(Tensor):
     """A leaf tensor that a Module registers as a parameter when assigned as an attribute.
-    It shares memory with the tensor it wraps. `nn.Parameter(flow.zeros(3))`"""
+    It shares memory with the tensor it wraps, and a global tensor's parameter is global with
+    its layout. `nn.Parameter(flow.zeros(3))`"""
 
     def __new__(cls, data: Tensor | None = None, requires_grad: bool = True):
         if data is None:
             data = Tensor(0)
-        p = object.__new__(cls)
+        is_global = isinstance(data, GlobalTensor)
+        p = object.__new__(global_class(cls) if is_global else cls)
         _init(p, data._data if isinstance(data, Tensor) else np.asarray(data))
+        if is_global:
+            set_global(p, data._placement, data._nd_sbp, data._logical)
         if isinstance(data, Tensor):
             p._version = data._version
         if requires_grad:

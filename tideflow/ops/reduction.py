@@ -333,7 +333,8 @@ def _mean_grad(ctx, gy):
 _mean = defop(
     "mean",
     inputs=("input",),
-    meta=lambda x, *, dim=None, keepdim=False, dtype=None: _reduced_meta(
+    # NOTE: `count` (a shard's logical element count) leaves the shape as it is
+    meta=lambda x, *, dim=None, keepdim=False, dtype=None, count=None: _reduced_meta(
         "mean", x, dim, keepdim, _mean_dtype("mean", x.dtype, dtype)
     ),
     sbp=_reduction_sbp(split_partial=True, linear=True),

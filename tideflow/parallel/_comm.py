@@ -18,7 +18,8 @@ def world_size() -> int:
     return get_world().size
 
 
-def comm_for(ranks: tuple[int, ...] | None) -> Communicator:
-    """The communicator of `ranks` (world ranks, in group order; None: the whole world).
-    Only members may ask, and all of them must (the first request creates it)."""
-    return communicator(ranks)
+def comm_for(ranks: tuple[int, ...] | None, channel: str = "") -> Communicator:
+    """The communicator of `ranks` (world ranks, in group order; None: the whole world) on
+    `channel` (see `groups.communicator`). Only members may ask, and all of them must (the
+    first request creates it)."""
+    return communicator(ranks, channel)

@@ -8,7 +8,8 @@ Each conversion of one placement axis is the collective of its kind:
     S(i) -> P     local: zeros around the shard
 
 A placement change (`move`) gathers on the old ranks, sends to the new ones and cuts there.
-Every conversion is an autograd Function whose backward is the *dual* conversion: gradients
+One axis's conversion is the `BOXING` op, dispatched like any other (so `nn.Graph` traces it
+into a node that runs the collective), whose gradient is the *dual* conversion: gradients
 of a global tensor are held on the ranks in the dual layout (`_layout.dual`: split stays
 split, the gradients of a broadcast tensor are partial, a partial tensor's gradient is
 broadcast), so S->B has P->S as backward, B->S has S->P, P->B has P->B, and so on. The
@@ -22,13 +23,17 @@ tensor goes through broadcast on every axis instead.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..autograd.function import Function
+from ..framework.dispatch import dispatch
+from ..framework.errors import TideflowError
+from ..framework.registry import Meta, OpDef
 from ..framework.sbp import B, P, SbpParallel, Split
 from ..framework.tensor import Tensor, make_tensor
+from ..ops._rules import broadcast_only
 from . import _comm
 from ._layout import dual, dual_nd, shard_index, shard_shape, split_range, split_sizes
 from .placement import placement as Placement
@@ -36,37 +41,55 @@ from .placement import placement as Placement
 _MOVE_TAG = 0x7F10  # the tag of placement-move messages on the world communicator
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class AxisStep:
     """Convert placement axis `axis` from `src` to `dst`. `group`: the world ranks that
     convert together (this rank is `group[index]`); `lengths`: for each tensor dim that `src`
-    or `dst` splits, its length before this axis splits it."""
+    or `dst` splits, its length before this axis splits it; `channel`: which of the group's
+    communicators carries it ("" for eager code, "graph" for compiled plans, whose stream
+    threads run collectives while eager code may run its own)."""
 
     group: tuple[int, ...]
     index: int
     src: SbpParallel
     dst: SbpParallel
     lengths: tuple[tuple[int, int], ...]  # (dim, length) pairs
+    channel: str = ""
 
     def dual(self) -> AxisStep:
-        return AxisStep(self.group, self.index, dual(self.dst), dual(self.src), self.lengths)
+        return replace(self, src=dual(self.dst), dst=dual(self.src))
 
     def sizes(self, dim: int) -> list[int]:
         return split_sizes(dict(self.lengths)[dim], len(self.group))
 
+    def out_shape(self, shape: tuple) -> tuple:
+        """The shard shape after the step, from the shard shape before it."""
+        out = list(shape)
+        if len(self.group) > 1:
+            if isinstance(self.src, Split):
+                out[self.src.axis] = sum(self.sizes(self.src.axis))
+            if isinstance(self.dst, Split):
+                out[self.dst.axis] = self.sizes(self.dst.axis)[self.index]
+        return tuple(out)
 
-class _AxisConversion(Function):
-    @staticmethod
-    def forward(ctx, x: Tensor, step: AxisStep) -> Tensor:
-        ctx.step = step
-        return make_tensor(_convert(x._data, step))
-
-    @staticmethod
-    def backward(ctx, gy: Tensor):
-        return _AxisConversion.apply(gy, ctx.step.dual()), None
+    def __repr__(self) -> str:
+        channel = f" ({self.channel})" if self.channel else ""
+        return f"{_sbp_str(self.src)}->{_sbp_str(self.dst)} over ranks {list(self.group)}{channel}"
 
 
-def _convert(a: np.ndarray, step: AxisStep) -> np.ndarray:
+def _sbp_str(s: SbpParallel) -> str:
+    return f"S({s.axis})" if isinstance(s, Split) else "B" if s is B else "P"
+
+
+def _boxing_meta(x: Meta, *, step: AxisStep) -> Meta:
+    return Meta(step.out_shape(tuple(x.shape)), x.dtype)
+
+
+def _boxing_grad(ctx, gy):
+    return (dispatch(BOXING, (gy,), {"step": ctx.attrs["step"].dual()}),)
+
+
+def _convert(a: np.ndarray, *, step: AxisStep) -> np.ndarray:
     src, dst = step.src, step.dst
     if len(step.group) == 1:  # a world of one: every layout holds the whole tensor
         return a.copy()
@@ -74,7 +97,9 @@ def _convert(a: np.ndarray, step: AxisStep) -> np.ndarray:
         return _allgather(a, step, src.axis)
     if src is P and dst is B:
         out = np.empty(a.shape, a.dtype)  # C order, like the contiguous send buffer
-        _comm.comm_for(step.group).allreduce(np.asarray(a, order="C"), out, _comm.ReduceOp.SUM)
+        _comm.comm_for(step.group, step.channel).allreduce(
+            np.asarray(a, order="C"), out, _comm.ReduceOp.SUM
+        )
         return out
     if src is P and isinstance(dst, Split):
         return _reduce_scatter(a, step, dst.axis)
@@ -96,6 +121,19 @@ def _convert(a: np.ndarray, step: AxisStep) -> np.ndarray:
     raise AssertionError(f"no conversion from {src} to {dst}")
 
 
+# NOTE: not registered: only `box` dispatches it, on a rank's shard (one collective of one
+# placement axis), never user code; its layouts are the step's, not SBP signatures.
+BOXING = OpDef(
+    "boxing",
+    inputs=("input",),
+    meta=_boxing_meta,
+    sbp=broadcast_only,
+    kernels={"cpu": _convert},
+    grad=_boxing_grad,
+    communicates=True,
+)
+
+
 def _front(a: np.ndarray, dim: int) -> np.ndarray:
     """`dim` moved first, C-contiguous: the blocks of a split along `dim` are then contiguous
     runs of elements, the layout MPI's variable-count collectives take."""
@@ -111,7 +149,7 @@ def _allgather(a: np.ndarray, step: AxisStep, dim: int) -> np.ndarray:
     inner = math.prod(front.shape[1:])
     sizes = step.sizes(dim)
     out = np.empty((sum(sizes), *front.shape[1:]), a.dtype)
-    _comm.comm_for(step.group).allgather(
+    _comm.comm_for(step.group, step.channel).allgather(
         front.reshape(-1), out.reshape(-1), [n * inner for n in sizes]
     )
     return _back(out, dim)
@@ -123,7 +161,7 @@ def _reduce_scatter(a: np.ndarray, step: AxisStep, dim: int) -> np.ndarray:
     sizes = step.sizes(dim)
     out = np.empty((sizes[step.index], *front.shape[1:]), a.dtype)
     counts = [n * inner for n in sizes]
-    _comm.comm_for(step.group).reduce_scatter(
+    _comm.comm_for(step.group, step.channel).reduce_scatter(
         front.reshape(-1), out.reshape(-1), _comm.ReduceOp.SUM, counts
     )
     return _back(out, dim)
@@ -146,7 +184,7 @@ def _alltoall(a: np.ndarray, step: AxisStep, src_dim: int, dst_dim: int) -> np.n
     mine[cut_dim] = dst_sizes[step.index]
     inner = math.prod(mine[1:])  # elements per row of src_dim, once cut to this rank's range
     out = np.empty((sum(src_sizes), *mine[1:]), a.dtype)
-    _comm.comm_for(step.group).alltoall(
+    _comm.comm_for(step.group, step.channel).alltoall(
         sendbuf,
         out.reshape(-1),
         [b.size for b in blocks],
@@ -199,7 +237,7 @@ def box(x: Tensor, shape: tuple, where: Placement, src: tuple, dst: tuple) -> Te
         parent = shard_shape(shape, state, hierarchy, coord, upto=axis)
         lengths = tuple((s.axis, parent[s.axis]) for s in {a, b} if isinstance(s, Split))
         step = AxisStep(where.axis_group(axis, coord), coord[axis], a, b, lengths)
-        x = _AxisConversion.apply(x, step)
+        x = dispatch(BOXING, (x,), {"step": step})
     return x
 
 
@@ -263,6 +301,12 @@ def cut(whole: np.ndarray, shape: tuple, where: Placement, nd: tuple, coord: tup
 
 def move(x: Tensor, move: Move) -> Tensor:
     """`x` (a shard on `move.src`) as a shard on `move.dst`, differentiably."""
+    if not isinstance(x._data, np.ndarray):  # a lazy tensor of a graph being traced
+        raise TideflowError(
+            f"nn.Graph: moving a tensor of shape {list(move.shape)} from {move.src!r} to "
+            f"{move.dst!r} inside a graph (pipeline stages) is not supported yet; keep the "
+            "graph's tensors on one placement"
+        )
     return _PlacementMove.apply(x, move)
 
 

@@ -35,7 +35,7 @@ from .global_tensor import GlobalTensor, local_view, wrap
 from .placement import placement as Placement
 from .sbp import describe
 
-__all__ = ["install"]
+__all__ = ["global_mode", "install"]
 
 _installed: list = [None]  # the handler this module put in MODE.handler
 
@@ -44,6 +44,13 @@ def install() -> None:
     """Route calls with global operands through the global mode (cheap when it already is)."""
     if MODE.handler is None or MODE.handler is not _installed[0]:
         _installed[0] = MODE.handler = _handler(MODE.handler)
+
+
+def global_mode(below):
+    """The global mode in front of the handler `below` (None: run kernels). Tracing puts it
+    in front of its own handler, so that a graph records what each rank computes on its
+    shards, the boxing collectives included, exactly as eager code runs it."""
+    return _handler(below)
 
 
 def _handler(prev):
@@ -90,6 +97,10 @@ def _global_call(op: OpDef, args: tuple, attrs: dict, run):
     result = tuple(
         wrap(o, where, nd, shape) for o, nd, shape in zip(outs, choice.outs, shapes, strict=True)
     )
+    for t, nd in zip(result, choice.outs, strict=True):
+        note = getattr(t._data, "note_layout", None)  # a graph being traced records it
+        if note is not None:
+            note(where, nd)
     return result[0] if op.n_out == 1 else result
 
 

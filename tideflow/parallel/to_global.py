@@ -28,7 +28,7 @@ from .global_tensor import GlobalTensor, local_view, set_global, wrap
 from .placement import placement as Placement
 from .sbp import describe, nd_sbp
 
-__all__ = ["module_to_global", "to_global", "to_local"]
+__all__ = ["global_class", "module_to_global", "to_global", "to_local"]
 
 _MAX_DIMS = 64  # NumPy's limit on dims: the width of a row of the shape exchange
 
@@ -223,7 +223,7 @@ def _global_to_global(x: GlobalTensor, placement, sbp, grad_sbp, copy: bool) -> 
 _GLOBAL_CLASSES: dict[type, type] = {Tensor: GlobalTensor}
 
 
-def _global_class(cls: type) -> type:
+def global_class(cls: type) -> type:
     """The global version of a tensor class (a Parameter stays a Parameter)."""
     if issubclass(cls, GlobalTensor):
         return cls
@@ -263,7 +263,7 @@ def _parameter_to_global(p: Tensor, placement, sbp) -> None:
         grad = None if grad is None else to_global(grad, placement, sbp)
     if not isinstance(p, GlobalTensor):
         p.__dict__.pop("grad", None)  # the global class keeps its gradient behind a property
-        p.__class__ = _global_class(type(p))
+        p.__class__ = global_class(type(p))
     p._data = new._data
     p._version = new._version
     set_global(p, new._placement, new._nd_sbp, new._logical)

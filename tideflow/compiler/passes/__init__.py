@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from ..ir import Program
 from .cast_scale import fuse_cast_scale
 from .checkpoint import recompute_checkpointed
+from .comm import own_communicators
 from .cse import cse
 from .dce import dce
 from .fold import fold_constants
@@ -18,6 +19,7 @@ from .simplify import simplify
 Pass = Callable[[Program], Program]
 
 PIPELINE: tuple[tuple[str, Pass], ...] = (
+    ("own_communicators", own_communicators),
     ("fold_constants", fold_constants),
     ("simplify", simplify),
     ("cse", cse),
@@ -61,6 +63,7 @@ __all__ = [
     "fold_constants",
     "fuse_cast_scale",
     "fuse_elementwise",
+    "own_communicators",
     "pipeline",
     "plan_memory",
     "recompute_checkpointed",

@@ -16,6 +16,7 @@ from ...framework.errors import TideflowError
 from ...framework.grad_mode import no_grad
 from ...framework.tensor import Tensor, raw_data
 from ...ops.shape import cat, stack
+from ...parallel.global_tensor import GlobalTensor, new_global
 from ...runtime import DataSource, Executor
 from .pending import PendingTensor, PlanRuns, hold, pending_output
 from .source import GraphSource
@@ -69,7 +70,9 @@ class CompiledGraph:
         start = time.perf_counter()
         self._optimizers = [opt for opt, _ in graph._optimizers]
         self._grads: dict[Tensor, Tensor] = {}
-        self._updates: list[tuple] = []  # (op, parameter) of each update, in order
+        # (op, id of the parameter's array) of each update, in order: a global parameter's
+        # update is captured on a view of its shard
+        self._updates: list[tuple] = []
         self._pending_attrs: tuple | None = None  # the first call's, captured while tracing
         traced = self._trace(graph, inputs, input_spec)
         if log is not None:
@@ -82,6 +85,7 @@ class CompiledGraph:
         # arguments). Two may be live: `pending.hold` orders their runs.
         self._runs: dict[object, PlanRuns] = {}
         self.input_metas = [(tuple(t.shape), t.dtype) for t in inputs]
+        # a fetch is this rank's shard; `output_layouts` says how a global output is laid out
         self.output_metas = [(v.shape, v.dtype) for v in self.program.fetches]
         self.traced_nodes = len(traced.nodes)
         self.compile_seconds = time.perf_counter() - start
@@ -98,7 +102,7 @@ class CompiledGraph:
         found_inf = None
         steps = graph.config.gradient_accumulation_steps
         with tracer, graph._graph_modules.scopes(tracer, graph._modules):
-            feeds = [tracer.feed(t.shape, t.dtype) for t in inputs]
+            feeds = [_feed(tracer, t) for t in inputs]
             if steps == 1:
                 outputs, self.output_spec = _build(graph, tracer, feeds, input_spec)
             else:
@@ -112,8 +116,9 @@ class CompiledGraph:
             calls = self._capture()
             _register_optimizer_state(tracer, self._optimizers)
             tracer.add_updates(calls, guard=found_inf)
-            self._updates = [(c.op, c.args[0]) for c in calls]
+            self._updates = _update_keys(calls)
             self._pending_attrs = tuple(c.attrs for c in calls)
+        self.output_layouts = [layout_of(t, logical=True) for t in outputs]
         return tracer.finish(outputs)
 
     def _gradients(self, tracer: Tracer) -> dict[Tensor, Tensor]:
@@ -148,7 +153,7 @@ class CompiledGraph:
             attrs, self._pending_attrs = self._pending_attrs, None
             return attrs
         calls = self._capture()
-        if [(c.op, id(c.args[0])) for c in calls] != [(op, id(p)) for op, p in self._updates]:
+        if _update_keys(calls) != self._updates:
             raise TideflowError(
                 "nn.Graph: the optimizers' updates changed since the graph was compiled "
                 f"({len(self._updates)} updates then, {len(calls)} now); parameters and "
@@ -216,8 +221,10 @@ class CompiledGraph:
             raise
         runs.last = future
         return [
-            pending_output(runs, future, i, shape, dtype)
-            for i, (shape, dtype) in enumerate(self.output_metas)
+            pending_output(runs, future, i, shape, dtype, layout)
+            for i, ((shape, dtype), layout) in enumerate(
+                zip(self.output_metas, self.output_layouts, strict=True)
+            )
         ]
 
     def _stop(self, runs: PlanRuns) -> None:
@@ -231,6 +238,27 @@ class CompiledGraph:
         runs, self._runs = list(self._runs.values()), {}
         for r in runs:
             r.executor.close()
+
+
+def _update_keys(calls: Sequence[UpdateCall]) -> list[tuple]:
+    return [(c.op, id(raw_data(c.args[0]))) for c in calls]
+
+
+def layout_of(t: Tensor, logical: bool = False) -> tuple | None:
+    """A global tensor's placement and n-D SBP (and, with `logical`, its logical shape);
+    None for a local tensor: part of a graph's input signature, and how outputs are laid."""
+    if not isinstance(t, GlobalTensor):
+        return None
+    return (t._placement, t._nd_sbp, t._logical) if logical else (t._placement, t._nd_sbp)
+
+
+def _feed(tracer: Tracer, t: Tensor) -> Tensor:
+    """The lazy input standing for `t`: a global tensor's is its shard, laid out as `t`."""
+    if not isinstance(t, GlobalTensor):
+        return tracer.feed(t.shape, t.dtype)
+    shard = tracer.feed(raw_data(t).shape, t.dtype)._data
+    shard.note_layout(t._placement, t._nd_sbp)
+    return new_global(shard, t._placement, t._nd_sbp, t._logical)
 
 
 def _build(graph, tracer: Tracer, feeds: list[Tensor], input_spec) -> tuple[list[Tensor], object]:

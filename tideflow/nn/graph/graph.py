@@ -13,7 +13,7 @@ from ...framework.errors import TideflowError
 from ...framework.grad_mode import is_grad_enabled
 from ...framework.tensor import raw_data
 from ..modules.module import Module
-from .compiled import CompiledGraph
+from .compiled import CompiledGraph, layout_of
 from .config import GraphConfig
 from .module_config import GraphModules
 from .pending import PendingTensor
@@ -184,11 +184,6 @@ class Graph:
                     f"nn.Graph {self.name} was called inside the build() of a graph being "
                     "traced; call its modules instead"
                 )
-            if t.is_global:
-                raise NotImplementedError(
-                    f"nn.Graph {self.name}: global tensor inputs (placement {t.placement}) are "
-                    "not supported yet; pass local tensors"
-                )
         compiled = self._compiled(tensors, spec)
         return self._outputs(compiled, compiled.run(tensors))
 
@@ -201,7 +196,7 @@ class Graph:
         """The plan for this input signature: cached, or compiled now."""
         key = (
             spec,
-            tuple((t.shape, t.dtype) for t in tensors),
+            tuple((t.shape, t.dtype, layout_of(t)) for t in tensors),
             is_grad_enabled(),
             tuple(m.training for m in self._modules.values()),
             self._graph_modules.version,

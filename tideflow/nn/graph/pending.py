@@ -5,7 +5,8 @@ arrays may be changing under the runs in flight).
 Both are subclasses of `Tensor` whose `_data` property, a data descriptor that wins over the
 base class's slot, waits and then turns the tensor back into its own class: after the first
 use it is an ordinary tensor again, and no other tensor pays anything. Metadata (shape,
-dtype, ndim, size, numel) never waits.
+dtype, ndim, size, numel) never waits: a local tensor's comes from the program, a global
+tensor's is its own (logical) metadata.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from concurrent.futures import Future
 from ...framework import dtype as dtypes
 from ...framework.tensor import Size, Tensor, _wrap_dim, raw_data
 from ...framework.tensor import set_raw_data as _set_data
+from ...parallel.global_tensor import GlobalTensor, set_global
 from ...runtime import Executor
 
 
@@ -68,20 +70,20 @@ class PlanRuns:
 
 # -- outputs -------------------------------------------------------------------------------
 class _Output:
-    __slots__ = ("dtype", "future", "index", "runs", "shape")
+    __slots__ = ("dtype", "future", "index", "plain", "runs", "shape")
 
-    def __init__(self, runs: PlanRuns, future: Future, index: int, shape, dtype) -> None:
+    def __init__(self, runs: PlanRuns, future: Future, index: int, shape, dtype, plain) -> None:
         self.runs = runs
         self.future = future
         self.index = index
         self.shape = Size(shape)
         self.dtype = dtype
+        self.plain = plain  # the class the tensor becomes once its data came
 
 
-class PendingTensor(Tensor):
-    """A graph output whose iteration may still be running. Any use of its data waits for
-    the iteration, and raises the iteration's error (a `TaskError` naming the failed op) if
-    it failed; afterwards it is a plain `Tensor`."""
+class _AwaitsRun(Tensor):
+    """Any use of the data waits for the output's iteration, and raises the iteration's
+    error (a `TaskError` naming the failed op) if it failed."""
 
     __slots__ = ()
 
@@ -93,6 +95,24 @@ class PendingTensor(Tensor):
     def _data(self, value) -> None:
         _resolve(self)
         _set_data(self, value)
+
+    def __reduce_ex__(self, protocol):
+        _resolve(self)  # now a plain tensor, pickled as one
+        return type(self).__reduce_ex__(self, protocol)
+
+
+class PendingGlobalTensor(_AwaitsRun, GlobalTensor):
+    """A global output of a graph (this rank's shard) whose iteration may still be running;
+    afterwards it is a plain `GlobalTensor`."""
+
+    __slots__ = ()
+
+
+class PendingTensor(_AwaitsRun):
+    """A graph output whose iteration may still be running; afterwards it is a plain
+    `Tensor`."""
+
+    __slots__ = ()
 
     @property
     def shape(self) -> Size:
@@ -116,16 +136,16 @@ class PendingTensor(Tensor):
     def numel(self) -> int:
         return _output(self).shape.numel()
 
-    def __reduce_ex__(self, protocol):
-        _resolve(self)  # now a plain tensor, pickled as one
-        return type(self).__reduce_ex__(self, protocol)
 
-
-def pending_output(runs: PlanRuns, future: Future, index: int, shape, dtype) -> PendingTensor:
-    """Output `index` of the run `future`, with the shape and dtype the program gives it."""
-    t = object.__new__(PendingTensor)
+def pending_output(runs: PlanRuns, future: Future, index: int, shape, dtype, layout=None):
+    """Output `index` of the run `future`, with the shape and dtype the program gives it;
+    with `layout` (placement, n-D SBP, logical shape) a global tensor of that layout."""
+    plain = Tensor if layout is None else GlobalTensor
+    t = object.__new__(PendingTensor if layout is None else PendingGlobalTensor)
     t._version = [0]
-    t.__dict__["_pending_output"] = _Output(runs, future, index, shape, dtype)
+    t.__dict__["_pending_output"] = _Output(runs, future, index, shape, dtype, plain)
+    if layout is not None:
+        set_global(t, *layout)
     return t
 
 
@@ -145,16 +165,15 @@ def _resolve(t: Tensor):
     pending.runs.settled()
     array = arrays[pending.index]
     _set_data(t, array)
-    t.__class__ = Tensor
+    t.__class__ = pending.plain
     del t.__dict__["_pending_output"]
     return array
 
 
 # -- variables -----------------------------------------------------------------------------
-class PendingVariable(Tensor):
-    """A parameter, buffer or optimizer state that runs in flight read or write: eager use
-    of its data waits for them (it never raises their errors: it sees what they left).
-    Subclassed per tensor class (`Parameter`, ...), so `isinstance` checks still hold."""
+class _Settles(Tensor):
+    """Eager use of the data waits for the runs in flight (it never raises their errors: it
+    sees what they left)."""
 
     __slots__ = ()
 
@@ -167,6 +186,18 @@ class PendingVariable(Tensor):
     def _data(self, value) -> None:
         _settle(self)
         _set_data(self, value)
+
+    def __reduce_ex__(self, protocol):
+        _settle(self)
+        return type(self).__reduce_ex__(self, protocol)
+
+
+class PendingVariable(_Settles):
+    """A parameter, buffer or optimizer state that runs in flight read or write. Subclassed
+    per tensor class (`Parameter`, ...), so `isinstance` checks still hold; a global
+    tensor's subclass keeps its own (logical) metadata."""
+
+    __slots__ = ()
 
     @property
     def shape(self) -> Size:
@@ -189,10 +220,6 @@ class PendingVariable(Tensor):
 
     def numel(self) -> int:
         return raw_data(self).size
-
-    def __reduce_ex__(self, protocol):
-        _settle(self)
-        return type(self).__reduce_ex__(self, protocol)
 
 
 _variable_classes: dict[type, type] = {}  # tensor class -> its pending subclass
@@ -225,7 +252,8 @@ def _variable_class(cls: type) -> type:
         if cls is Tensor:
             pending = PendingVariable
         else:
-            pending = type(f"Pending{cls.__name__}", (PendingVariable, cls), {"__slots__": ()})
+            base = _Settles if issubclass(cls, GlobalTensor) else PendingVariable
+            pending = type(f"Pending{cls.__name__}", (base, cls), {"__slots__": ()})
             pending.__module__ = __name__
         _variable_classes[cls] = pending
         _plain_classes[pending] = cls
