@@ -1,6 +1,7 @@
-"""nn.Graph over global tensors on real processes: data, tensor and (on 4 ranks) data x
-tensor parallel training steps, with SGD, Adam and gradient accumulation, equal to one
-process and to eager global training (workers/graph_parallel.py)."""
+"""nn.Graph over global tensors on real processes, each against one process and eager global
+training: data, tensor and (on 4 ranks) data x tensor parallel steps with SGD, Adam and
+gradient accumulation (workers/graph_parallel.py); pipeline stages on their own ranks, data
+parallel inside stages on 4 ranks, with gradient accumulation (workers/graph_pipeline.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from .jobs import WORKERS
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("n", [2, 4])
-def test_parallel_graphs_train_like_one_process(launch, n):
-    job = launch(n, [str(WORKERS / "graph_parallel.py")], timeout=180)
+@pytest.mark.parametrize("worker", ["graph_parallel.py", "graph_pipeline.py"])
+def test_parallel_graphs_train_like_one_process(launch, worker, n):
+    job = launch(n, [str(WORKERS / worker)], timeout=180)
     assert job.returncode == 0, job.stdout + job.stderr
     for rank in range(n):
         assert f"rank {rank}: ok" in job.stdout, job.stdout + job.stderr

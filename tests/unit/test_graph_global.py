@@ -147,13 +147,26 @@ def test_debug_shows_layouts_and_boxing(capsys):
     assert "boxing(%" in text and "S(0)->B over ranks [0] (graph)" in text
 
 
-def test_moving_between_placements_inside_build_is_refused():
-    class Moving(flow.nn.Graph):
-        def build(self, x):
-            return x.to_global(placement=GRID, sbp=(S.broadcast, S.broadcast))
+def test_a_stage_moves_its_inputs_to_its_placement():
+    model = _mlp()
+    par.module_to_global(model[:2], ONE, S.broadcast)
+    par.module_to_global(model[2:], GRID, (S.broadcast, S.broadcast))
 
-    with pytest.raises(TideflowError, match=r"moving a tensor .* inside a graph .* not supported"):
-        Moving()(_batches(1)[0][0])
+    class Staged(flow.nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.model[2].to(flow.nn.graph.GraphModule).set_stage(1, GRID)
+
+        def build(self, x):
+            return self.model(x)
+
+    x = _batches(1)[0][0]
+    out = Staged()(x)
+    assert out.placement == GRID
+    with flow.no_grad():
+        want = model[2](model[:2](x).to_global(placement=GRID, sbp=(S.broadcast, S.broadcast)))
+    np.testing.assert_allclose(out.numpy(), want.numpy(), rtol=1e-6)
 
 
 def test_a_local_input_to_a_global_model_names_the_op():

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..framework.dispatch import dispatch
-from ..framework.errors import TideflowError
+from ..framework.dtype import from_numpy as dtype_of
 from ..framework.registry import Meta, OpDef
 from ..framework.sbp import B, P, SbpParallel, Split
 from ..framework.tensor import Tensor, make_tensor
@@ -261,33 +261,79 @@ class _PlacementMove(Function):
     @staticmethod
     def forward(ctx, x: Tensor, move: Move) -> Tensor:
         ctx.move = move
-        return make_tensor(_move(x, move))
+        return _move(x, move)
 
     @staticmethod
     def backward(ctx, gy: Tensor):
         return _PlacementMove.apply(gy, ctx.move.reverse()), None
 
 
-def _move(x: Tensor, move: Move) -> np.ndarray:
+@dataclass(frozen=True, repr=False)
+class Transfer:
+    """A point-to-point message of a placement move: the whole tensor (`shape`, `dtype`) to
+    or from world rank `peer`, on `channel` (as `AxisStep.channel`)."""
+
+    peer: int
+    shape: tuple
+    dtype: np.dtype
+    channel: str = ""
+    group = None  # the world's communicator
+
+    def __repr__(self) -> str:
+        channel = f" ({self.channel})" if self.channel else ""
+        return f"{list(self.shape)} with rank {self.peer}{channel}"
+
+
+def _send_kernel(a: np.ndarray, *, step: Transfer) -> tuple:
+    _comm.comm_for(None, step.channel).send(np.asarray(a, order="C"), step.peer, _MOVE_TAG)
+    return ()
+
+
+def _recv_kernel(*, step: Transfer) -> np.ndarray:
+    out = np.empty(step.shape, step.dtype)
+    _comm.comm_for(None, step.channel).recv(out, step.peer, _MOVE_TAG)
+    return out
+
+
+# NOTE: not registered, as BOXING: `_move` dispatches them, on whole tensors of one move.
+SEND = OpDef(
+    "send",
+    inputs=("input",),
+    meta=lambda x, *, step: (),
+    sbp=broadcast_only,
+    kernels={"cpu": _send_kernel},
+    n_out=0,
+    communicates=True,
+)
+RECV = OpDef(
+    "recv",
+    inputs=(),
+    meta=lambda *, step: Meta(step.shape, dtype_of(step.dtype)),
+    sbp=broadcast_only,
+    kernels={"cpu": _recv_kernel},
+    communicates=True,
+)
+
+
+def _move(x: Tensor, move: Move) -> Tensor:
+    """Gather on the old ranks, send from them to each new rank (round robin), cut there:
+    ops all the way, so a graph traces the messages too."""
     me = _comm.world_rank()
     whole = None
     if move.src.coordinate(me) is not None:
-        whole = box(x, move.shape, move.src, move.src_sbp, (B,) * move.src.ndim)._data
+        whole = box(x, move.shape, move.src, move.src_sbp, (B,) * move.src.ndim)
     senders = move.src.flat_ranks
     receivers = [r for r in move.dst.flat_ranks if r not in senders]
-    if receivers:
-        world = _comm.comm_for(None)
-        for k, r in enumerate(receivers):  # each receiver from one sender, round robin
-            sender = senders[k % len(senders)]
-            if me == sender:
-                world.send(np.asarray(whole, order="C"), r, _MOVE_TAG)
-            elif me == r:
-                whole = np.empty(move.shape, move.dtype)
-                world.recv(whole, sender, _MOVE_TAG)
+    for k, r in enumerate(receivers):
+        sender = senders[k % len(senders)]
+        if me == sender:
+            dispatch(SEND, (whole,), {"step": Transfer(r, move.shape, move.dtype)})
+        elif me == r:
+            whole = dispatch(RECV, (), {"step": Transfer(sender, move.shape, move.dtype)})
     coord = move.dst.coordinate(me)
     if coord is None:
-        return empty_shard(move.shape, move.dtype)
-    return cut(whole, move.shape, move.dst, move.dst_sbp, coord)
+        return make_tensor(empty_shard(move.shape, move.dtype))
+    return box(whole, move.shape, move.dst, (B,) * move.dst.ndim, move.dst_sbp)
 
 
 def cut(whole: np.ndarray, shape: tuple, where: Placement, nd: tuple, coord: tuple) -> np.ndarray:
@@ -301,12 +347,6 @@ def cut(whole: np.ndarray, shape: tuple, where: Placement, nd: tuple, coord: tup
 
 def move(x: Tensor, move: Move) -> Tensor:
     """`x` (a shard on `move.src`) as a shard on `move.dst`, differentiably."""
-    if not isinstance(x._data, np.ndarray):  # a lazy tensor of a graph being traced
-        raise TideflowError(
-            f"nn.Graph: moving a tensor of shape {list(move.shape)} from {move.src!r} to "
-            f"{move.dst!r} inside a graph (pipeline stages) is not supported yet; keep the "
-            "graph's tensors on one placement"
-        )
     return _PlacementMove.apply(x, move)
 
 

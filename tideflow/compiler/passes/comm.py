@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...distributed.groups import communicator
-from ...parallel.boxing import BOXING
 from ..ir import Node, Program
 
 GRAPH_CHANNEL = "graph"
 
 
 def own_communicators(program: Program) -> Program:
-    """Every boxing node's collective on the graph channel of its rank group.
+    """Every communicating node (boxing collectives, a placement move's sends and receives:
+    their `step` attribute says how) on the graph channel of its rank group.
 
     A plan's stream thread runs its collectives while eager code on the main thread may run
     its own (reading a global output gathers it): on one communicator the ranks could match
@@ -21,7 +21,7 @@ def own_communicators(program: Program) -> Program:
     collective over its group)."""
     nodes = []
     for node in program.nodes:
-        step = node.attrs.get("step") if node.op is BOXING else None
+        step = node.attrs.get("step") if node.op.communicates else None
         if step is not None and step.channel != GRAPH_CHANNEL:
             step = replace(step, channel=GRAPH_CHANNEL)
             communicator(step.group, GRAPH_CHANNEL)

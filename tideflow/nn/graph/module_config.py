@@ -20,7 +20,9 @@ from functools import partial
 
 from ...compiler.ir import Scope
 from ...framework.errors import TideflowError
+from ...framework.tensor import Tensor
 from ...parallel.placement import placement as Placement
+from ...parallel.sbp import broadcast
 from ..modules.module import Module
 
 _OPTIONS = ("activation_checkpointing", "stage_id")
@@ -42,7 +44,8 @@ class ModuleConfig:
       Results are unchanged.
     - `stage_id`, `set_stage(stage_id, placement)`: the module's pipeline stage (its
       sub-modules inherit it unless they set their own). Recorded on the nodes the module
-      produces; pipeline parallelism uses it.
+      produces. With a placement, the module's global tensor inputs move to it when it is
+      called (as OneFlow does: build needs no `to_global` between stages).
 
     >>> self.model.to(flow.nn.graph.GraphModule).config.activation_checkpointing = True
     >>> self.model.config.activation_checkpointing = True  # OneFlow 0.8's spelling
@@ -282,7 +285,7 @@ class GraphModules:
         module opens a new checkpointing segment unless it is inside one already."""
         segments = itertools.count()
 
-        def enter(view: GraphModule, module: Module, args) -> None:
+        def enter(view: GraphModule, module: Module, args) -> tuple | None:
             parent = tracer.forward_scope or Scope()
             config = view.config
             stage = parent.stage_id if config.stage_id is None else config.stage_id
@@ -290,6 +293,7 @@ class GraphModules:
             if segment is None and config.activation_checkpointing:
                 segment = next(segments)
             tracer.push_scope(Scope(view.name, stage, segment))
+            return None if config.placement is None else _moved(args, config.placement)
 
         def leave(module: Module, args, output) -> None:
             tracer.pop_scope()
@@ -309,3 +313,16 @@ class GraphModules:
         finally:
             for handle in handles:
                 handle.remove()
+
+
+def _moved(args: tuple, placement: Placement) -> tuple:
+    """The global tensors among a stage's inputs on the stage's placement (their SBP kept
+    where the placements have as many axes, else broadcast); other arguments as they are."""
+
+    def move(a):
+        if not isinstance(a, Tensor) or not a.is_global or a.placement == placement:
+            return a
+        sbp = a.sbp if a.placement.ndim == placement.ndim else (broadcast,) * placement.ndim
+        return a.to_global(placement=placement, sbp=sbp)
+
+    return tuple(move(a) for a in args)
