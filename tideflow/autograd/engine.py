@@ -9,6 +9,7 @@ their own and higher-order gradients come for free.
 from __future__ import annotations
 
 import heapq
+import threading
 
 import numpy as np
 
@@ -17,6 +18,14 @@ from ..framework.errors import AutogradError, TideflowError
 from ..framework.grad_mode import STATE
 from ..framework.node import AccumulateGrad, Node, OpNode
 from ..framework.tensor import Tensor, accumulator, make_tensor
+
+_running = threading.local()  # how many backward passes this thread is inside
+
+
+def backward_running() -> bool:
+    """Whether this thread is running a backward pass (graph tracing gives the nodes it
+    records then the backward phase, whatever autograd node they come from)."""
+    return getattr(_running, "depth", 0) > 0
 
 
 def _root_edge(t: Tensor, what: str) -> tuple[Node, int]:
@@ -134,6 +143,7 @@ def run_backward(
 
     prev = STATE.enabled
     STATE.enabled = create_graph
+    _running.depth = getattr(_running, "depth", 0) + 1
     try:
         while heap:
             node = heapq.heappop(heap)[1]
@@ -178,6 +188,7 @@ def run_backward(
                     heapq.heappush(heap, (-child.seq, child))
     finally:
         STATE.enabled = prev
+        _running.depth -= 1
 
     if inputs is not None and not accumulate:
         for i, r in enumerate(results):

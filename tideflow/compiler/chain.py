@@ -11,12 +11,14 @@ which lets the allocator reuse its memory for the next kernel, as the memory pla
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
+from itertools import repeat
 
 import numpy as np
 
 from ..runtime import StepError
-from .ir import Node, Value
+from .ir import FORWARD, Node, Value
 
 
 class Chain:
@@ -25,7 +27,9 @@ class Chain:
     `inputs` are the values the nodes read from outside the chain, in the order the task
     passes them; `step_attrs` (one of the inputs, or None) is the per-call attributes of
     optimizer updates. A kernel that raises fails the chain with a `StepError` naming its
-    node, so errors name the op, not the chain.
+    node, so errors name the op, not the chain. With `timed`, each run records its
+    `timeline`: (block, start, end) for each run of consecutive nodes of one block
+    (`block_of`), on `time.perf_counter`'s clock.
     """
 
     def __init__(
@@ -34,6 +38,7 @@ class Chain:
         inputs: Sequence[Value],
         outputs: Sequence[Value],
         step_attrs: Value | None = None,
+        timed: bool = False,
     ) -> None:
         slot: dict[Value, int] = {v: i for i, v in enumerate(inputs)}
         for node in nodes:
@@ -62,10 +67,23 @@ class Chain:
         self._size = len(slot)
         self._n_inputs = len(inputs)
         self._outputs = tuple(slot[v] for v in outputs)
+        self._blocks = tuple(block_of(node) for node in nodes) if timed else None
+        self.timeline: list[tuple[str, float, float]] = []  # the latest run's, when timed
 
     def __call__(self, *arrays) -> tuple:
         env: list = [*arrays, *([None] * (self._size - self._n_inputs))]
-        for call, reads, writes, releases, name in self._steps:
+        blocks = self._blocks
+        events: list[tuple[str, float, float]] = []
+        current, start = None, 0.0
+        # NOTE: untimed, every block is None: the check costs one comparison per step
+        for (call, reads, writes, releases, name), block in zip(
+            self._steps, blocks if blocks is not None else repeat(None), strict=False
+        ):
+            if block != current:
+                now = time.perf_counter()
+                if current is not None:
+                    events.append((current, start, now))
+                current, start = block, now
             try:
                 outs = call(*[env[i] for i in reads])
             except StepError:  # a nested chain (a fused node's) names its own step
@@ -76,7 +94,24 @@ class Chain:
                 env[i] = out
             for i in releases:
                 env[i] = None
+        if current is not None:
+            events.append((current, start, time.perf_counter()))
+            self.timeline = events
         return tuple(env[i] for i in self._outputs)
+
+
+def block_of(node: Node) -> str:
+    """What a node's time counts as in a timeline: waiting for a message (`recv`), a
+    collective (`comm`), a micro-batch's forward or backward (`F3`, `B3`), or `step` (the
+    rest: optimizer updates, work outside micro-batches)."""
+    if node.op.name == "recv":
+        return "recv"
+    if node.op.communicates:
+        return "comm"
+    scope = node.scope
+    if scope is None or scope.micro_batch is None:
+        return "step"
+    return f"{'F' if scope.phase == FORWARD else 'B'}{scope.micro_batch}"
 
 
 def _kernel_call(node: Node) -> Callable[..., tuple]:

@@ -88,17 +88,21 @@ class Scope:
     """Where a traced node comes from: the module whose forward was running (its dotted path
     in the graph, "" for build() itself), that module's pipeline stage (inherited from the
     enclosing modules when it sets none), the activation-checkpointing segment it belongs to
-    (one per call of the outermost checkpointed module, None outside them), and the phase:
-    the forward computation, the backward of a forward node of that scope, or a forward node
-    recomputed for the backward (`passes.checkpoint`)."""
+    (one per call of the outermost checkpointed module, None outside them), the phase: the
+    forward computation, the backward of a forward node of that scope, or a forward node
+    recomputed for the backward (`passes.checkpoint`), and the micro-batch of gradient
+    accumulation it computes (None without accumulation)."""
 
     module: str = ""
     stage_id: int | None = None
     checkpoint: int | None = None
     phase: str = FORWARD
+    micro_batch: int | None = None
 
     def __str__(self) -> str:
         parts = [self.module or "build"]
+        if self.micro_batch is not None:
+            parts.append(f"micro-batch {self.micro_batch}")
         if self.stage_id is not None:
             parts.append(f"stage {self.stage_id}")
         if self.checkpoint is not None:

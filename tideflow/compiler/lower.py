@@ -37,7 +37,7 @@ class _ConstantHolder:
         self.array = array
 
 
-def lower(program: Program, quota: int = 2) -> PlanSpec:
+def lower(program: Program, quota: int = 2, timed: bool = False) -> PlanSpec:
     """The plan running `program`: `executor.run((*feed_arrays, step_attrs))` returns its
     fetches (`step_attrs` only when the program has optimizer updates).
 
@@ -79,7 +79,7 @@ def lower(program: Program, quota: int = 2) -> PlanSpec:
         tasks.append(
             TaskSpec(
                 name,
-                Chain(nodes, inputs, outputs, program.step_attrs),
+                Chain(nodes, inputs, outputs, program.step_attrs, timed),
                 tuple(sources[v] for v in inputs),
                 len(outputs),
                 stream=COMPUTE_STREAM,

@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..autograd.engine import backward_running
 from ..framework import dtype as dtypes
 from ..framework.dispatch import MODE, computation_dtype, infer, record, run_local
 from ..framework.errors import ShapeError, TideflowError
@@ -118,10 +119,15 @@ class Tracer:
     # -- scopes ---------------------------------------------------------------------------
     @property
     def current_scope(self) -> Scope | None:
-        """The scope nodes recorded now get: a backward's, else the innermost module call's."""
+        """The scope nodes recorded now get: a backward's, else the innermost module call's
+        (marked as backward while a backward pass runs: the backward of a custom autograd
+        Function, such as a placement move's, has no scope of its own)."""
         if self._backward_scope is not None:
             return self._backward_scope
-        return self._scopes[-1] if self._scopes else None
+        scope = self._scopes[-1] if self._scopes else None
+        if scope is not None and backward_running():
+            return replace(scope, phase=BACKWARD)
+        return scope
 
     @property
     def forward_scope(self) -> Scope | None:

@@ -23,6 +23,7 @@ tensor goes through broadcast on every axis instead.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -284,8 +285,29 @@ class Transfer:
         return f"{list(self.shape)} with rank {self.peer}{channel}"
 
 
+# NOTE: per stream thread, the sends a plan posted and has not waited for yet
+_posted = threading.local()
+
+
 def _send_kernel(a: np.ndarray, *, step: Transfer) -> tuple:
-    _comm.comm_for(None, step.channel).send(np.asarray(a, order="C"), step.peer, _MOVE_TAG)
+    """Eager code sends and waits; a plan (channel set) only posts the message, so that a
+    stage can go on to its next micro-batch while the next stage receives, and waits for its
+    sends at the end of the step (`WAIT_SENDS`)."""
+    comm = _comm.comm_for(None, step.channel)
+    buf = np.asarray(a, order="C")
+    if not step.channel:
+        comm.send(buf, step.peer, _MOVE_TAG)
+        return ()
+    if not hasattr(_posted, "requests"):
+        _posted.requests = []
+    _posted.requests.append(comm.isend(buf, step.peer, _MOVE_TAG))
+    return ()
+
+
+def _wait_sends_kernel() -> tuple:
+    requests = getattr(_posted, "requests", [])
+    while requests:
+        requests.pop().wait()
     return ()
 
 
@@ -302,6 +324,16 @@ SEND = OpDef(
     meta=lambda x, *, step: (),
     sbp=broadcast_only,
     kernels={"cpu": _send_kernel},
+    n_out=0,
+    communicates=True,
+)
+# the end of a plan's step: its posted sends have arrived (their buffers may be freed)
+WAIT_SENDS = OpDef(
+    "wait_sends",
+    inputs=(),
+    meta=lambda: (),
+    sbp=broadcast_only,
+    kernels={"cpu": _wait_sends_kernel},
     n_out=0,
     communicates=True,
 )

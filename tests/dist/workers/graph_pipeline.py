@@ -10,6 +10,7 @@ from global_checks import RANK, SIZE, S, close, done, global_of
 
 import tideflow as flow
 import tideflow.parallel as par
+from tideflow.compiler.passes.pipeline import one_forward_one_backward
 from tideflow.nn.graph import GraphModule
 
 STEPS = 3
@@ -95,7 +96,18 @@ def graph(stages, sbp, accumulation: int):
     for out in outputs:
         assert out.placement == stages[-1], out.placement
     losses = np.concatenate([np.atleast_1d(out.numpy()) for out in outputs])
+    if accumulation > 1:
+        check_schedule(train.timeline(), stages, accumulation)
     return losses, [p.detach().numpy() for p in model.parameters()]
+
+
+def check_schedule(timeline, stages, micro_batches: int) -> None:
+    """Each rank ran its stage's micro-batches in 1F1B order."""
+    for rank in range(SIZE):
+        stage = next(i for i, p in enumerate(stages) if rank in p.flat_ranks)
+        want = one_forward_one_backward(stage, micro_batches, len(stages))
+        assert timeline.order(rank) == [f"{p}{k}" for p, k in want], (rank, str(timeline))
+    assert 0 <= timeline.bubble < 1
 
 
 def check(name, stages, sbp) -> None:
@@ -103,7 +115,7 @@ def check(name, stages, sbp) -> None:
     want_losses, want_weights = one_process(len(stages), 1)
     eager_losses, eager_weights = eager(stages, sbp)
     close(eager_losses, want_losses, f"{name}: eager losses")
-    for accumulation in (1, 2):
+    for accumulation in (1, 2, 4):
         if accumulation > 1:
             want_losses, want_weights = one_process(len(stages), accumulation)
         losses, weights = graph(stages, sbp, accumulation)

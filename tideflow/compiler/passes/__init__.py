@@ -4,6 +4,7 @@ pipeline `nn.Graph` runs."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from ..ir import Program
 from .cast_scale import fuse_cast_scale
@@ -14,6 +15,7 @@ from .dce import dce
 from .fold import fold_constants
 from .fuse import fuse_elementwise
 from .memory import plan_memory
+from .pipeline import schedule_micro_batches
 from .simplify import simplify
 
 Pass = Callable[[Program], Program]
@@ -34,12 +36,19 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
 OPTIONAL: dict[str, Pass] = {"fuse_cast_scale": fuse_cast_scale}
 
 
-def pipeline(config) -> tuple[tuple[str, Pass], ...]:
+def pipeline(config, stage: tuple[int, int] | None = None) -> tuple[tuple[str, Pass], ...]:
     """The passes of a graph with `config`: PIPELINE with the optional passes the config
-    turns on before elementwise fusion (whose groups would otherwise take their nodes)."""
+    turns on before elementwise fusion (whose groups would otherwise take their nodes), and,
+    for pipeline stage `stage` = (stage, stages) with gradient accumulation, the 1F1B
+    schedule of its micro-batches first (CSE must keep the node that runs first)."""
     chosen = [(name, fn) for name, fn in OPTIONAL.items() if config.optimizations.get(name)]
-    at = [name for name, _ in PIPELINE].index("fuse_elementwise")
-    return (*PIPELINE[:at], *chosen, *PIPELINE[at:])
+    names = [name for name, _ in PIPELINE]
+    at = names.index("fuse_elementwise")
+    passes = [*PIPELINE[:at], *chosen, *PIPELINE[at:]]
+    if stage is not None and config.gradient_accumulation_steps > 1:
+        schedule = partial(schedule_micro_batches, stage=stage[0], stages=stage[1])
+        passes.insert(names.index("own_communicators") + 1, ("schedule_micro_batches", schedule))
+    return tuple(passes)
 
 
 def run_passes(
@@ -68,5 +77,6 @@ __all__ = [
     "plan_memory",
     "recompute_checkpointed",
     "run_passes",
+    "schedule_micro_batches",
     "simplify",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...distributed.groups import communicator
+from ...parallel.boxing import SEND, WAIT_SENDS
 from ..ir import Node, Program
 
 GRAPH_CHANNEL = "graph"
@@ -18,7 +19,8 @@ def own_communicators(program: Program) -> Program:
     its own (reading a global output gathers it): on one communicator the ranks could match
     one thread's call with the other's. The channel's communicators are created here, on the
     main thread and in program order, which is the same on every rank (creating one is
-    collective over its group)."""
+    collective over its group). A plan's sends only post their messages; a last node waits
+    for them."""
     nodes = []
     for node in program.nodes:
         step = node.attrs.get("step") if node.op.communicates else None
@@ -30,4 +32,6 @@ def own_communicators(program: Program) -> Program:
                 node.step_attrs, node.scope,
             )  # fmt: skip
         nodes.append(node)
+    if any(node.op is SEND for node in nodes):
+        nodes.append(program.new_node(WAIT_SENDS, (), {}, ()))
     return program.replace(nodes=tuple(nodes))

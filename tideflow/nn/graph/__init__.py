@@ -3,5 +3,6 @@
 from .config import GraphConfig
 from .graph import Graph
 from .module_config import GraphModule, ModuleConfig
+from .timeline import Timeline
 
-__all__ = ["Graph", "GraphConfig", "GraphModule", "ModuleConfig"]
+__all__ = ["Graph", "GraphConfig", "GraphModule", "ModuleConfig", "Timeline"]

@@ -9,9 +9,11 @@ from collections.abc import Callable, Sequence
 
 from ...compiler import Program, TensorHolder, Tracer, UpdateCall, capture_updates
 from ...compiler.amp import LossScaling, autocast_region
+from ...compiler.chain import Chain
 from ...compiler.ir import Scope
 from ...compiler.lower import lower
 from ...compiler.passes import pipeline, run_passes
+from ...distributed.world import get_world
 from ...framework.errors import TideflowError
 from ...framework.grad_mode import no_grad
 from ...framework.tensor import Tensor, raw_data
@@ -77,8 +79,11 @@ class CompiledGraph:
         traced = self._trace(graph, inputs, input_spec)
         if log is not None:
             log("traced", traced)
-        self.program: Program = run_passes(traced, pipeline(graph.config), on_pass=log)
-        self.plan = lower(self.program, quota=graph.config.outputs_buffer_size)
+        stage = graph._graph_modules.pipeline_stage(get_world().rank)
+        passes = pipeline(graph.config, stage)
+        self.program: Program = run_passes(traced, passes, on_pass=log)
+        # NOTE: pipeline stages record what ran when (`Graph.timeline`)
+        self.plan = lower(self.program, graph.config.outputs_buffer_size, timed=stage is not None)
         self._max_in_flight = graph.config.outputs_buffer_size
         self._holders = [h for h in self.plan.variables.values() if hasattr(h, "tensor")]
         # The executors running the plan, by the data source feeding them (None: the calls'
@@ -233,6 +238,13 @@ class CompiledGraph:
             del self._runs[runs.source]
         runs.executor.close(cancel=True)
 
+    def timeline(self) -> list[tuple[str, float, float]]:
+        """(block, start, end) of what this rank ran in the latest step, once it is done."""
+        for runs in self._runs.values():
+            runs.wait()
+        chains = [t.fn for t in self.plan.tasks if isinstance(t.fn, Chain)]
+        return sorted((e for chain in chains for e in chain.timeline), key=lambda e: e[1])
+
     def close(self) -> None:
         """Let the runs in flight finish (their outputs may still be read), then stop."""
         runs, self._runs = list(self._runs.values()), {}
@@ -261,14 +273,19 @@ def _feed(tracer: Tracer, t: Tensor) -> Tensor:
     return new_global(shard, t._placement, t._nd_sbp, t._logical)
 
 
-def _build(graph, tracer: Tracer, feeds: list[Tensor], input_spec) -> tuple[list[Tensor], object]:
+def _build(graph, tracer: Tracer, feeds: list[Tensor], input_spec, micro: tuple | None = None):
     """Call build on the lazy inputs; its outputs flattened, and their nesting. With AMP, each
     call is its own autocast region, as each eager step is (casts cached in a region cannot
-    serve two backwards)."""
-    it = iter(feeds)
-    args, kwargs = unflatten(input_spec[0], it), unflatten(input_spec[1], it)
-    with tracer.scope(Scope()), autocast_region(graph.config):
-        out = graph.build(*args, **kwargs)
+    serve two backwards). `micro`: (k, n): build on micro-batch k of n, cut from each input
+    in its scope, so every node of the micro-batch knows it is one."""
+    with tracer.scope(Scope(micro_batch=None if micro is None else micro[0])):
+        if micro is not None:
+            k, n = micro
+            feeds = [f[k * (f.shape[0] // n) : (k + 1) * (f.shape[0] // n)] for f in feeds]
+        it = iter(feeds)
+        args, kwargs = unflatten(input_spec[0], it), unflatten(input_spec[1], it)
+        with autocast_region(graph.config):
+            out = graph.build(*args, **kwargs)
     return flatten_outputs(out, _location(graph.build))
 
 
@@ -287,8 +304,7 @@ def _build_micro_batches(graph, tracer: Tracer, feeds: list[Tensor], input_spec,
     micro_outputs = []
     spec = None
     for k in range(steps):
-        micro = [f[k * (f.shape[0] // steps) : (k + 1) * (f.shape[0] // steps)] for f in feeds]
-        outputs, micro_spec = _build(graph, tracer, micro, input_spec)
+        outputs, micro_spec = _build(graph, tracer, feeds, input_spec, (k, steps))
         if spec is not None and micro_spec != spec:
             raise TideflowError(
                 "nn.Graph: build() returned differently nested outputs for two micro-batches"

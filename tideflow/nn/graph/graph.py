@@ -19,6 +19,7 @@ from .module_config import GraphModules
 from .pending import PendingTensor
 from .source import GraphSource
 from .structure import flatten_inputs, unflatten
+from .timeline import Timeline, gather_timeline
 
 _graph_ids = itertools.count()
 
@@ -249,6 +250,15 @@ class Graph:
         if isinstance(v_level, bool) or not isinstance(v_level, int) or v_level < -1:
             raise ValueError(f"debug: v_level must be an integer >= -1, got {v_level!r}")
         self.__dict__["_debug_level"] = v_level
+
+    def timeline(self) -> Timeline:
+        """The schedule the latest step executed on every rank (collective: every rank calls
+        it): the micro-batch forwards and backwards in the order and at the times they ran,
+        and the waits between them. Recorded for pipeline stages (modules given placements
+        with `set_stage`); empty otherwise. Print it, `save(path)` it as a Chrome trace, or
+        read its `bubble`."""
+        latest = self._latest
+        return gather_timeline([] if latest is None else latest.timeline())
 
     def _log(self, stage: str, program: Program) -> None:
         title = "traced from build()" if stage == "traced" else f"after {stage}"

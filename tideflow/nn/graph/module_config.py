@@ -271,6 +271,16 @@ class GraphModules:
             view = self._views[id(module)] = GraphModule(name, module, self._bump)
         return view
 
+    def pipeline_stage(self, rank: int) -> tuple[int, int] | None:
+        """(this rank's stage, the number of stages) when the modules' stages have
+        placements and `rank` is in exactly one of them; None otherwise."""
+        placed = {v.config.stage_id: v.config.placement for v in self._views.values()}
+        placed = {s: p for s, p in placed.items() if s is not None and p is not None}
+        mine = [s for s, p in placed.items() if rank in p.flat_ranks]
+        if len(placed) < 2 or len(mine) != 1:
+            return None
+        return mine[0], max(placed) + 1
+
     def config_of(self, module: Module) -> ModuleConfig | None:
         view = self._views.get(id(module))
         return None if view is None else view.config
@@ -292,7 +302,7 @@ class GraphModules:
             segment = parent.checkpoint
             if segment is None and config.activation_checkpointing:
                 segment = next(segments)
-            tracer.push_scope(Scope(view.name, stage, segment))
+            tracer.push_scope(Scope(view.name, stage, segment, micro_batch=parent.micro_batch))
             return None if config.placement is None else _moved(args, config.placement)
 
         def leave(module: Module, args, output) -> None:
