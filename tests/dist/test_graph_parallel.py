@@ -1,20 +1,30 @@
 """nn.Graph over global tensors on real processes, each against one process and eager global
 training: data, tensor and (on 4 ranks) data x tensor parallel steps with SGD, Adam and
 gradient accumulation (workers/graph_parallel.py); pipeline stages on their own ranks, data
-parallel inside stages on 4 ranks, with gradient accumulation (workers/graph_pipeline.py)."""
+parallel inside stages on 4 ranks, with gradient accumulation in 1F1B order
+(workers/graph_pipeline.py); and the guide's code (docs/parallel_graphs.md)."""
 
 from __future__ import annotations
 
 import pytest
 
-from .jobs import WORKERS
+from .jobs import REPO, WORKERS
+
+
+def _ok(job, n: int) -> None:
+    assert job.returncode == 0, job.stdout + job.stderr
+    for rank in range(n):
+        assert f"rank {rank}: ok" in job.stdout, job.stdout + job.stderr
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("worker", ["graph_parallel.py", "graph_pipeline.py"])
 def test_parallel_graphs_train_like_one_process(launch, worker, n):
-    job = launch(n, [str(WORKERS / worker)], timeout=180)
-    assert job.returncode == 0, job.stdout + job.stderr
-    for rank in range(n):
-        assert f"rank {rank}: ok" in job.stdout, job.stdout + job.stderr
+    _ok(launch(n, [str(WORKERS / worker)], timeout=180), n)
+
+
+@pytest.mark.mpi
+def test_the_parallel_graphs_guide_runs_on_4_ranks(launch):
+    doc = REPO / "docs" / "parallel_graphs.md"
+    _ok(launch(4, [str(WORKERS / "global_docs.py"), str(doc)], timeout=120), 4)

@@ -14,7 +14,7 @@ from ..framework.grad_mode import no_grad
 from ..nn import functional as F
 from ..nn import init
 from ..ops.binary import where
-from ..ops.creation import arange
+from ..ops.creation import arange, on_placement_of
 from ..ops.indexing import topk
 from ..ops.random import multinomial
 from ..ops.shape import cat
@@ -168,7 +168,7 @@ class GPT(nn.Module):
                 f"GPT: cannot forward a sequence of length {t}, block_size is only "
                 f"{self.config.block_size}"
             )
-        pos = arange(t, dtype=dtypes.int64)
+        pos = arange(t, dtype=dtypes.int64, **on_placement_of(idx))
         x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
         for block in self.transformer.h:
             x = block(x)

@@ -71,6 +71,17 @@ def global_layout(op: str, device, placement, sbp, like: Tensor | None = None, n
     return placement, sbp
 
 
+def on_placement_of(t: Tensor) -> dict:
+    """Creator keywords for a composite's own constant (a mask, positions) used with `t`:
+    broadcast on `t`'s placement if `t` is global, nothing if it is local.
+
+    >>> mask = ones(4, 4, dtype=flow.bool, **on_placement_of(scores)).tril()
+    """
+    if not t.is_global:
+        return {}
+    return {"placement": t.placement, "sbp": (B,) * t.placement.ndim}
+
+
 def _fitted(sbp, ndim: int):
     """`sbp` (a `flow.sbp`) for a tensor of `ndim` dims: a split of a dim it lacks becomes
     broadcast."""

@@ -36,7 +36,7 @@ from ..framework.sbp import B, P, SbpParallel, Split
 from ..framework.tensor import Tensor, make_tensor
 from ..ops._rules import broadcast_only
 from . import _comm
-from ._layout import dual, dual_nd, shard_index, shard_shape, split_range, split_sizes
+from ._layout import dual, dual_nd, shard_shape, split_range, split_sizes
 from .placement import placement as Placement
 
 _MOVE_TAG = 0x7F10  # the tag of placement-move messages on the world communicator
@@ -366,15 +366,6 @@ def _move(x: Tensor, move: Move) -> Tensor:
     if coord is None:
         return make_tensor(empty_shard(move.shape, move.dtype))
     return box(whole, move.shape, move.dst, (B,) * move.dst.ndim, move.dst_sbp)
-
-
-def cut(whole: np.ndarray, shape: tuple, where: Placement, nd: tuple, coord: tuple) -> np.ndarray:
-    """Rank `coord`'s shard of the whole tensor under layout `nd`: its slices, and zeros
-    unless it is the first rank along every partial axis."""
-    hierarchy = tuple(where.hierarchy)
-    if any(s is P and c != 0 for s, c in zip(nd, coord, strict=True)):
-        return np.zeros(shard_shape(shape, nd, hierarchy, coord), whole.dtype)
-    return np.array(whole[shard_index(shape, nd, hierarchy, coord)])  # 0-d stays an array
 
 
 def move(x: Tensor, move: Move) -> Tensor:

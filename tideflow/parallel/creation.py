@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..framework.errors import TideflowError
+from ..framework.sbp import B
 from ..framework.tensor import Tensor, make_tensor
 from . import _comm
-from .boxing import cut, empty_shard
+from .boxing import box, empty_shard
 from .dispatch import install
 from .global_tensor import GlobalTensor, wrap
 from .placement import placement as Placement
@@ -48,12 +49,13 @@ def create_global(
     placement.check_device("global tensor creation")
     shape = tuple(shape)
     nd = nd_sbp(sbp, len(shape), placement.ndim, "global tensor creation")
-    whole = local_creator(shape)._data
+    whole = local_creator(shape)
     coord = placement.coordinate(_comm.world_rank())
     if coord is None:
-        shard = empty_shard(shape, whole.dtype)
+        shard = empty_shard(shape, whole._data.dtype)
     else:
-        shard = cut(whole, shape, placement, nd, coord)
+        # NOTE: boxing from broadcast cuts each rank's shard out of the whole (a graph traces it)
+        shard = box(whole, shape, placement, (B,) * placement.ndim, nd)._data
         if synchronize:
             shard = broadcast_axes(shard, placement, nd, coord)
     install()

@@ -134,8 +134,8 @@ def _fused_node(
         n_out=len(outputs),
         differentiable=False,
     )
-    # NOTE: the first member's scope: where the group's work comes from (pipeline timelines)
-    return Node(next(program.ids), op, inputs, {}, outputs, scope=members[0].scope)
+    # NOTE: it runs in its last member's place, so it counts as that member's work (timelines)
+    return Node(next(program.ids), op, inputs, {}, outputs, scope=members[-1].scope)
 
 
 def _fused_sbp(shape: tuple[int, ...], n_out: int) -> Callable[..., list[Signature]]:

@@ -8,7 +8,7 @@ from ...framework import dtype as dtypes
 from ...framework.errors import DTypeError, ShapeError, TideflowError
 from .. import binary
 from .._rules import dispatch
-from ..creation import ones
+from ..creation import on_placement_of, ones
 from .dropout import dropout
 from .softmax import safe_softmax
 
@@ -73,7 +73,8 @@ def scaled_dot_product_attention(
         scale = 1.0 / math.sqrt(query.shape[-1])
     scores = (query * scale).matmul(key.transpose(-2, -1))
     if is_causal:
-        attn_mask = ones(query.shape[-2], key.shape[-2], dtype=dtypes.bool_).tril()
+        size = (query.shape[-2], key.shape[-2])
+        attn_mask = ones(*size, dtype=dtypes.bool_, **on_placement_of(query)).tril()
     if attn_mask is not None:
         if attn_mask.dtype is dtypes.bool_:
             scores = binary.where(attn_mask, scores, -math.inf)

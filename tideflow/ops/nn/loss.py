@@ -261,8 +261,13 @@ _nll_loss_backward = defop(
 
 
 def _nll(input, target, weight, ignore_index: int, reduction: str):
-    """(loss, total weight of the non-ignored targets)."""
+    """(loss, total weight of the non-ignored targets). On global tensors a 'mean' is the
+    'sum' divided by the total weight: the sums of split samples add up over the ranks (P)
+    where their means would not, so the samples stay split (only the total is reduced)."""
     attrs = {"reduction": reduction, "ignore_index": int(ignore_index)}
+    if reduction == "mean" and input.is_global:
+        loss, total = dispatch(_nll_loss, (input, target, weight), {**attrs, "reduction": "sum"})
+        return loss / total, total
     return dispatch(_nll_loss, (input, target, weight), attrs)
 
 
