@@ -2,7 +2,8 @@
 training: data, tensor and (on 4 ranks) data x tensor parallel steps with SGD, Adam and
 gradient accumulation (workers/graph_parallel.py); pipeline stages on their own ranks, data
 parallel inside stages on 4 ranks, with gradient accumulation in 1F1B order
-(workers/graph_pipeline.py); and the guide's code (docs/parallel_graphs.md)."""
+(workers/graph_pipeline.py); ZeRO stages 1 and 2 over data-parallel axes
+(workers/graph_zero.py); and the guide's code (docs/parallel_graphs.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def _ok(job, n: int) -> None:
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("n", [2, 4])
-@pytest.mark.parametrize("worker", ["graph_parallel.py", "graph_pipeline.py"])
+@pytest.mark.parametrize("worker", ["graph_parallel.py", "graph_pipeline.py", "graph_zero.py"])
 def test_parallel_graphs_train_like_one_process(launch, worker, n):
     _ok(launch(n, [str(WORKERS / worker)], timeout=180), n)
 

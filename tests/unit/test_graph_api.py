@@ -218,15 +218,15 @@ def test_config_validates_and_records():
     )
 
 
-def test_options_not_applied_yet_warn_when_compiling():
-    graph = Forward(_linear())
-    graph.config.enable_amp(True)  # applied: no warning
-    graph.config.enable_zero(True, stage=2)
-    with pytest.warns(UserWarning) as record:
-        graph(flow.ones(1, 3))
-    messages = [str(w.message) for w in record]
-    assert len(messages) == 1
-    assert "enable_zero(True) is recorded but not applied yet" in messages[0]
+def test_zero_leaves_a_local_graph_as_it_is_and_refuses_stage_3():
+    model = _linear()
+    graph = Train(model, flow.optim.Adam(model.parameters(), lr=0.1))
+    graph.config.enable_zero(True, stage=2)  # no data-parallel axis: nothing to shard
+    graph(flow.ones(1, 3))
+    assert all(t.shape == p.shape for p, s in graph._optimizers[0][0].state.items()
+               for t in s.values() if isinstance(t, flow.Tensor))  # fmt: skip
+    with pytest.raises(NotImplementedError, match=r"stage 3 .* is not implemented"):
+        graph.config.enable_zero(True, stage=3)
 
 
 def test_outputs_buffer_size_is_the_plan_quota():

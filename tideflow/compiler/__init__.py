@@ -3,7 +3,7 @@ lower it to a plan of tasks for the runtime (see docs/architecture.md, "Graphs")
 
 from .ir import MemoryPlan, Node, Program, TensorHolder, Value, Variable
 from .lazy import LazyTensor
-from .trace import Tracer, UpdateCall, capture_updates
+from .trace import Tracer, UpdateCall, capture_updates, local_updates
 
 __all__ = [
     "LazyTensor",
@@ -16,4 +16,5 @@ __all__ = [
     "Value",
     "Variable",
     "capture_updates",
+    "local_updates",
 ]

@@ -120,18 +120,21 @@ def protect_fetches(program: Program) -> Program:
     roots = alias_roots(program)
     written = {node.operands[i] for node in program.nodes for i in node.op.mutates}
     clone = get_op("clone")
-    nodes = list(program.nodes)
+    copies: dict[Value, Node] = {}  # fetched value -> its copy
     fetches = []
     for v in program.fetches:
         root = roots.get(v, v)
         if root.kind == CONSTANT or (root is not v and root in written):
-            node = program.new_node(clone, (v,), {}, (v.meta,))
-            nodes.append(node)
-            v = node.outputs[0]
+            if v not in copies:
+                copies[v] = program.new_node(clone, (v,), {}, (v.meta,))
+            v = copies[v].outputs[0]
         fetches.append(v)
-    if len(nodes) == len(program.nodes):
+    if not copies:
         return program
-    # NOTE: the copies must precede the writers: they read what the step started with.
-    writers = [n for n in nodes if n.op.mutates]
-    others = [n for n in nodes if not n.op.mutates]
-    return program.replace(nodes=tuple(others + writers), fetches=tuple(fetches))
+    # NOTE: each copy right where its value is made (sources: first), before any writer
+    # after it: they read what the step computed, not what a later update leaves.
+    nodes = [copies[v] for v in copies if not any(v in n.outputs for n in program.nodes)]
+    for node in program.nodes:
+        nodes.append(node)
+        nodes += [copies[v] for v in node.outputs if v in copies]
+    return program.replace(nodes=tuple(nodes), fetches=tuple(fetches))

@@ -374,8 +374,8 @@ class Tracer:
                 if not isinstance(a, Tensor):
                     operands.append(a)
                     continue
-                if i in call.op.mutates:
-                    name = self._by_array.get(id(a._data))
+                if i in call.op.mutates and not is_lazy(a):  # a value of the trace may be
+                    name = self._by_array.get(id(a._data))  # written too (ZeRO's shards)
                     if name is None:
                         raise TideflowError(
                             f"nn.Graph: {call.op.name} updates a tensor that is not a "
@@ -395,7 +395,7 @@ class Tracer:
             self._updated.update(
                 self._by_array[id(call.args[i]._data)]
                 for i in call.op.mutates
-                if call.args[i] is not None
+                if call.args[i] is not None and not is_lazy(call.args[i])
             )
 
     # -- the result -------------------------------------------------------------------------
@@ -433,12 +433,15 @@ class Tracer:
 
 
 def capture_updates(step: Callable[[], object]) -> list[UpdateCall]:
-    """Run `step` (an optimizer's `step`) with its fused updates recorded instead of run.
+    """Run `step` (an optimizer's `step`) with its fused updates recorded instead of run, as
+    the optimizer called them (global tensors stay global: `local_updates` gives what each
+    rank runs, and ZeRO shards them first).
 
     Anything else it dispatches runs eagerly, such as creating zero state on the first step.
     Gradients it reads may be lazy tensors: only the recorded updates use them."""
     calls: list[UpdateCall] = []
     prev = MODE.handler
+    below = global_mode(prev)
     thread = threading.get_ident()
 
     def handle(op: OpDef, args: tuple, attrs: dict):
@@ -453,14 +456,25 @@ def capture_updates(step: Callable[[], object]) -> list[UpdateCall]:
                 "update ops; a graph supports optimizers whose step is one fused update per "
                 "parameter (tideflow.optim's SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, LAMB)"
             )
-        return _passed_through(prev, op, args, attrs)
+        return below(op, args, attrs)
 
-    MODE.handler = global_mode(handle)
+    handle.routes_global = True  # so creating the first state on global tensors keeps it on top
+    MODE.handler = handle
     try:
         step()
     finally:
         MODE.handler = prev
     return calls
+
+
+def local_updates(calls: Sequence[UpdateCall]) -> list[UpdateCall]:
+    """What this rank runs of each update: its shards, in the layout the global mode picks
+    for the call (none for a parameter whose placement leaves this rank out)."""
+    out: list[UpdateCall] = []
+    record = global_mode(lambda op, args, attrs: out.append(UpdateCall(op, args, attrs)))
+    for call in calls:
+        record(call.op, call.args, call.attrs)
+    return out
 
 
 def _passed_through(prev, op: OpDef, args: tuple, attrs: dict):

@@ -37,13 +37,14 @@ from .sbp import describe
 
 __all__ = ["global_mode", "install"]
 
-_installed: list = [None]  # the handler this module put in MODE.handler
-
 
 def install() -> None:
-    """Route calls with global operands through the global mode (cheap when it already is)."""
-    if MODE.handler is None or MODE.handler is not _installed[0]:
-        _installed[0] = MODE.handler = _handler(MODE.handler)
+    """Route calls with global operands through the global mode (cheap when it already is).
+    A handler that routes them itself (`routes_global`, as the global mode and the handlers
+    that pass on to it do) stays on top."""
+    handler = MODE.handler
+    if handler is None or not getattr(handler, "routes_global", False):
+        MODE.handler = _handler(handler)
 
 
 def global_mode(below):
@@ -62,6 +63,7 @@ def _handler(prev):
                 return _global_call(op, args, attrs, run)
         return run(op, args, attrs)
 
+    handler.routes_global = True
     return handler
 
 

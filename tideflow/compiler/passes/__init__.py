@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from ..ir import Program
+from .boxing import fuse_boxing
 from .cast_scale import fuse_cast_scale
 from .checkpoint import recompute_checkpointed
 from .comm import own_communicators
@@ -26,6 +27,7 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("simplify", simplify),
     ("cse", cse),
     ("dce", dce),
+    ("fuse_boxing", fuse_boxing),
     # NOTE: after CSE, which would merge the recomputed nodes back into the originals.
     ("recompute_checkpointed", recompute_checkpointed),
     ("fuse_elementwise", fuse_elementwise),
@@ -70,6 +72,7 @@ __all__ = [
     "cse",
     "dce",
     "fold_constants",
+    "fuse_boxing",
     "fuse_cast_scale",
     "fuse_elementwise",
     "own_communicators",

@@ -4,7 +4,6 @@ and run the plan on an Executor, call after call."""
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable, Sequence
 
 from ...compiler import Program, TensorHolder, Tracer, UpdateCall, capture_updates
@@ -23,6 +22,7 @@ from ...runtime import DataSource, Executor
 from .pending import PendingTensor, PlanRuns, hold, pending_output
 from .source import GraphSource
 from .structure import flatten_outputs, unflatten
+from .zero import gather_into, shard_state, sharded_updates
 
 # NOTE: the holders of variables read the slot `_data`, never waiting: the plan reading its
 # own variables is ordered by the plan, while eager code waits for it (`pending.hold`).
@@ -94,8 +94,6 @@ class CompiledGraph:
         self.output_metas = [(v.shape, v.dtype) for v in self.program.fetches]
         self.traced_nodes = len(traced.nodes)
         self.compile_seconds = time.perf_counter() - start
-        for message in graph.config.inactive_settings():
-            warnings.warn(f"nn.Graph {graph.name}: {message}", UserWarning, stacklevel=3)
 
     def _trace(self, graph, inputs: Sequence[Tensor], input_spec) -> Program:
         """Build on lazy inputs, then the optimizers' updates of the gradients it left."""
@@ -118,9 +116,17 @@ class CompiledGraph:
                 found_inf = self._amp.unscale_and_update(self._optimizers)
         self._grads = self._gradients(tracer)
         if self._grads:
-            calls = self._capture()
+            calls = _on_this_rank(self._capture())
+            layouts = {}
+            if graph.config.zero:
+                min_size = graph.config.zero_options["shard_min_size"]
+                layouts, calls = shard_state(self._optimizers, calls, min_size)
             _register_optimizer_state(tracer, self._optimizers)
-            tracer.add_updates(calls, guard=found_inf)
+            with tracer:  # ZeRO's slicing is traced
+                local, gathers = sharded_updates(calls, layouts)
+            tracer.add_updates(local, guard=found_inf)
+            with tracer:
+                gather_into(tracer, gathers)
             self._updates = _update_keys(calls)
             self._pending_attrs = tuple(c.attrs for c in calls)
         self.output_layouts = [layout_of(t, logical=True) for t in outputs]
@@ -157,7 +163,7 @@ class CompiledGraph:
         if self._pending_attrs is not None:
             attrs, self._pending_attrs = self._pending_attrs, None
             return attrs
-        calls = self._capture()
+        calls = _on_this_rank(self._capture())
         if _update_keys(calls) != self._updates:
             raise TideflowError(
                 "nn.Graph: the optimizers' updates changed since the graph was compiled "
@@ -254,6 +260,17 @@ class CompiledGraph:
 
 def _update_keys(calls: Sequence[UpdateCall]) -> list[tuple]:
     return [(c.op, id(raw_data(c.args[0]))) for c in calls]
+
+
+def _on_this_rank(calls: Sequence[UpdateCall]) -> list[UpdateCall]:
+    """The updates this rank takes part in: of local parameters, or of global ones whose
+    placement has this rank."""
+    rank = get_world().rank
+    return [
+        c
+        for c in calls
+        if not isinstance(c.args[0], GlobalTensor) or c.args[0].placement.coordinate(rank)
+    ]
 
 
 def layout_of(t: Tensor, logical: bool = False) -> tuple | None:

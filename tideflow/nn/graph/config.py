@@ -4,24 +4,18 @@ from __future__ import annotations
 
 from ...framework import dtype as dtypes
 
-_INACTIVE_WARNINGS = {
-    "zero": "enable_zero(True) is recorded but not applied yet: optimizer state is not "
-    "sharded (one process holds it all)",
-}
-
 
 class GraphConfig:
     """Options of one graph, set in its `__init__` (before the first call compiles it).
 
     Active now: `enable_amp` (with `Graph.set_grad_scaler` for loss scaling),
     `allow_fuse_cast_scale`, `set_gradient_accumulation_steps`, `set_outputs_buffer_size`
-    (how many iterations' outputs each task may hold ahead: the runtime's register quota) and
-    `set_plan_cache_size` (how many compiled input signatures are kept). Accepted and
-    recorded for the passes that will use them: `enable_zero` (a warning says so when a graph
-    compiles with it on, since it changes memory), and the optimizations
-    `allow_fuse_add_to_output`, `allow_fuse_model_update_ops`, `enable_auto_parallel`,
-    `enable_compress_memory`, `enable_straighten_algorithm`,
-    `enable_cudnn_conv_heuristic_search_algo`, which do not change results.
+    (how many iterations' outputs each task may hold ahead: the runtime's register quota),
+    `set_plan_cache_size` (how many compiled input signatures are kept) and `enable_zero`
+    (stages 1 and 2, for global parameters). Accepted and recorded for the passes that will
+    use them, as they do not change results: `allow_fuse_add_to_output`,
+    `allow_fuse_model_update_ops`, `enable_auto_parallel`, `enable_compress_memory`,
+    `enable_straighten_algorithm`, `enable_cudnn_conv_heuristic_search_algo`.
 
     >>> class Train(flow.nn.Graph):
     ...     def __init__(self):
@@ -82,10 +76,17 @@ class GraphConfig:
 
     def enable_zero(self, mode: bool = True, *, stage: int = 1, shard_min_size: int = 1024,
                     shard_restore_level: int = 1) -> None:  # fmt: skip
-        """ZeRO: shard optimizer state (stage 1), gradients (2), parameters (3) across data
-        parallel ranks (not yet applied)."""
+        """ZeRO over the data-parallel axes of global parameters (see `nn/graph/zero.py`):
+        stage 1 shards optimizer state and updates (2: with the gradient reduce-scattered,
+        which stage 1 gets too); stage 3 (parameters sharded) is not implemented. Parameters
+        under `shard_min_size` elements stay whole."""
         if stage not in (1, 2, 3):
             raise ValueError(f"enable_zero: stage must be 1, 2 or 3, got {stage!r}")
+        if mode and stage == 3:
+            raise NotImplementedError(
+                "enable_zero: stage 3 (sharded parameters) is not implemented; stages 1 and 2 "
+                "shard optimizer state, updates and gradients"
+            )
         self.zero = bool(mode)
         self.zero_options = dict(
             stage=stage, shard_min_size=shard_min_size, shard_restore_level=shard_restore_level
@@ -108,13 +109,6 @@ class GraphConfig:
 
     def enable_cudnn_conv_heuristic_search_algo(self, mode: bool = True) -> None:
         self.optimizations["cudnn_conv_heuristic_search_algo"] = bool(mode)
-
-    def inactive_settings(self) -> list[str]:
-        """Messages for the options that change results or memory but are not applied yet."""
-        messages = []
-        if self.zero:
-            messages.append(_INACTIVE_WARNINGS["zero"])
-        return messages
 
     def __repr__(self) -> str:
         fields = [
