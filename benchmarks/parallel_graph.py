@@ -1,7 +1,9 @@
 """Parallel graphs on 2 ranks: data-parallel training steps of W1 (MLP 784-1024-1024-10,
 global batch 128, Adam) and W3 (GPT 4x256, block 128, global batch 8, AdamW) as an nn.Graph
 over global tensors, as eager DistributedDataParallel, and as PyTorch DDP (gloo) in the same
-run; then the measured bubble of a 2-stage pipeline against 1F1B's ideal (p-1)/(m+p-1).
+run; the per-rank memory of W3's parameters, gradients' buffers and optimizer state with
+ZeRO stages 0, 1 and 2; then the measured bubble of a 2-stage pipeline against 1F1B's ideal
+(p-1)/(m+p-1).
 
 `python benchmarks/parallel_graph.py [--steps N] [--threads T]` starts itself on 2 ranks with
 the launcher; each process gets T BLAS threads (default 1: one core per rank). The three
@@ -57,13 +59,15 @@ def _loss(lib, model, x, y, gpt: bool):
 
 
 class _Train(flow.nn.Graph):
-    def __init__(self, model, opt, gpt: bool, micro_batches: int = 1):
+    def __init__(self, model, opt, gpt: bool, micro_batches: int = 1, zero: int = 0):
         super().__init__()
         self.model = model
         self.add_optimizer(opt)
         self.gpt = gpt
         if micro_batches > 1:
             self.config.set_gradient_accumulation_steps(micro_batches)
+        if zero:
+            self.config.enable_zero(True, stage=zero)
 
     def build(self, x, y):
         loss = _loss(flow, self.model, x, y, self.gpt)
@@ -153,6 +157,37 @@ def data_parallel(torch, n: int) -> list[str]:
     return lines
 
 
+def _mib(tensors) -> float:
+    return sum(t.detach().to_local().numpy().nbytes for t in tensors) / 2**20
+
+
+def zero_memory(n: int) -> list[str]:
+    """W3 data parallel on 2 ranks: what rank 0 holds with each ZeRO stage."""
+    lines = ["ZeRO, W3 data parallel (rank 0)   params  opt. state  transient peak  ms/step"]
+    _, make_model, make_opt, batch, gpt = _workloads()[1]
+    where = par.placement("cpu", list(range(dist.get_world_size())))
+    for stage in (0, 1, 2):
+        flow.manual_seed(0)
+        model = par.module_to_global(make_model(flow), where, S.broadcast)
+        opt = make_opt(flow, model.parameters())
+        graph = _Train(model, opt, gpt, zero=stage)
+        x, y = (flow.tensor(a).to_global(where, S.split(0)) for a in batch)
+        times = []
+        for step in range(WARMUP + n):
+            dist.barrier()
+            start = time.perf_counter()
+            graph(x, y).to_local().numpy()
+            if step >= WARMUP:
+                times.append(time.perf_counter() - start)
+        state = [t for s in opt.state.values() for t in s.values() if isinstance(t, flow.Tensor)]
+        peak = graph._latest.program.memory.peak_bytes / 2**20
+        lines.append(
+            f"  stage {stage}                      {_mib(model.parameters()):6.1f}  "
+            f"{_mib(state):10.1f}  {peak:14.1f}  {_slowest_median(times):7.1f}"
+        )
+    return lines
+
+
 def pipeline_bubble(n: int) -> list[str]:
     """W1's MLP cut into 2 stages (one rank each), the global batch of 128 in m micro-batches."""
     stages = [par.placement("cpu", [r]) for r in range(dist.get_world_size())]
@@ -198,7 +233,8 @@ def _on_ranks(args) -> None:
     torch.distributed.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=rank, world_size=size
     )
-    lines = data_parallel(torch, args.steps) + pipeline_bubble(args.steps)
+    lines = data_parallel(torch, args.steps) + zero_memory(args.steps)
+    lines += pipeline_bubble(args.steps)
     if rank == 0:
         print("\n".join(lines))
     torch.distributed.destroy_process_group()
