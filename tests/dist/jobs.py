@@ -46,3 +46,10 @@ def run_job(cmd: list[str], timeout: float = 60, **env: str) -> subprocess.Compl
             out, err = job.communicate()
             raise TimeoutError(f"{cmd} ran past {timeout} s:\n{out}\n{err}") from None
     return subprocess.CompletedProcess(cmd, job.returncode, out, err)
+
+
+def every_rank_ok(job: subprocess.CompletedProcess, n: int) -> None:
+    """The job exited 0 and each of its `n` ranks printed `rank <r>: ok`."""
+    assert job.returncode == 0, job.stdout + job.stderr
+    for rank in range(n):
+        assert f"rank {rank}: ok" in job.stdout, job.stdout + job.stderr

@@ -20,19 +20,15 @@ from tideflow.nn.parallel import distributed as ddp_impl
 from tideflow.nn.parallel._reducer import BucketCaps, Reducer, assign_buckets
 
 from ..unit.test_nn_layers import run_doctests
-from .jobs import WORKERS
+from .jobs import WORKERS, every_rank_ok
 
 
-def _ok(job, n: int) -> None:
-    assert job.returncode == 0, job.stdout + job.stderr
-    for rank in range(n):
-        assert f"rank {rank}: ok" in job.stdout, job.stdout + job.stderr
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("n", [2, 4])
 def test_ddp_trains_like_one_process(launch, n):
-    _ok(launch(n, [str(WORKERS / "ddp_train.py")], timeout=120), n)
+    every_rank_ok(launch(n, [str(WORKERS / "ddp_train.py")], timeout=120), n)
 
 
 @pytest.mark.mpi
@@ -40,7 +36,7 @@ def test_ddp_trains_like_one_process(launch, n):
 def test_global_creators_and_optimizers_match_one_process(launch, n):
     """Data parallelism the global way: creators with placement= and sbp=, and optimizers
     whose state follows global parameters (workers/ddp_global_training.py)."""
-    _ok(launch(n, [str(WORKERS / "ddp_global_training.py")], timeout=180), n)
+    every_rank_ok(launch(n, [str(WORKERS / "ddp_global_training.py")], timeout=180), n)
 
 
 @pytest.fixture

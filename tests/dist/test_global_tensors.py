@@ -6,26 +6,22 @@ from __future__ import annotations
 
 import pytest
 
-from .jobs import REPO, WORKERS
+from .jobs import REPO, WORKERS, every_rank_ok
 
 pytestmark = pytest.mark.mpi
 
 
-def _ok(job, n: int) -> None:
-    assert job.returncode == 0, job.stdout + job.stderr
-    for rank in range(n):
-        assert f"rank {rank}: ok" in job.stdout, job.stdout + job.stderr
 
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_global_tensors_on_a_1d_placement(launch, n):
-    _ok(launch(n, [str(WORKERS / "global_1d.py")], timeout=90), n)
+    every_rank_ok(launch(n, [str(WORKERS / "global_1d.py")], timeout=90), n)
 
 
 def test_global_tensors_on_a_2x2_placement(launch):
-    _ok(launch(4, [str(WORKERS / "global_2d.py")], timeout=120), 4)
+    every_rank_ok(launch(4, [str(WORKERS / "global_2d.py")], timeout=120), 4)
 
 
 def test_the_tutorial_runs_on_4_ranks(launch):
     doc = REPO / "docs" / "global_tensors.md"
-    _ok(launch(4, [str(WORKERS / "global_docs.py"), str(doc)], timeout=90), 4)
+    every_rank_ok(launch(4, [str(WORKERS / "global_docs.py"), str(doc)], timeout=90), 4)

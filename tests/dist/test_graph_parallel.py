@@ -9,23 +9,19 @@ from __future__ import annotations
 
 import pytest
 
-from .jobs import REPO, WORKERS
+from .jobs import REPO, WORKERS, every_rank_ok
 
 
-def _ok(job, n: int) -> None:
-    assert job.returncode == 0, job.stdout + job.stderr
-    for rank in range(n):
-        assert f"rank {rank}: ok" in job.stdout, job.stdout + job.stderr
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("worker", ["graph_parallel.py", "graph_pipeline.py", "graph_zero.py"])
 def test_parallel_graphs_train_like_one_process(launch, worker, n):
-    _ok(launch(n, [str(WORKERS / worker)], timeout=180), n)
+    every_rank_ok(launch(n, [str(WORKERS / worker)], timeout=180), n)
 
 
 @pytest.mark.mpi
 def test_the_parallel_graphs_guide_runs_on_4_ranks(launch):
     doc = REPO / "docs" / "parallel_graphs.md"
-    _ok(launch(4, [str(WORKERS / "global_docs.py"), str(doc)], timeout=120), 4)
+    every_rank_ok(launch(4, [str(WORKERS / "global_docs.py"), str(doc)], timeout=120), 4)

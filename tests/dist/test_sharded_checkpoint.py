@@ -20,29 +20,25 @@ from tideflow.framework.dispatch import MODE
 from tideflow.io import sharded
 
 from ..unit.test_nn_layers import run_doctests
-from .jobs import WORKERS, job_env
+from .jobs import WORKERS, every_rank_ok, job_env
 
 ONE = par.placement("cpu", [0])
 GRID = par.placement("cpu", [[0]])
 
 
-def _ok(job, n: int) -> None:
-    assert job.returncode == 0, job.stdout + job.stderr
-    for rank in range(n):
-        assert f"rank {rank}: ok" in job.stdout, job.stdout + job.stderr
 
 
 @pytest.mark.mpi
 def test_saved_on_4_ranks_loads_on_4_2_and_1(launch, tmp_path):
     path = str(tmp_path / "checkpoint")
-    _ok(launch(4, [str(WORKERS / "ckpt_save.py"), path], timeout=120), 4)
+    every_rank_ok(launch(4, [str(WORKERS / "ckpt_save.py"), path], timeout=120), 4)
     for n in (4, 2):
-        _ok(launch(n, [str(WORKERS / "ckpt_load.py"), path], timeout=120), n)
+        every_rank_ok(launch(n, [str(WORKERS / "ckpt_load.py"), path], timeout=120), n)
     alone = subprocess.run(
         [sys.executable, str(WORKERS / "ckpt_load.py"), path],
         capture_output=True, text=True, timeout=120, env=job_env(),
     )  # fmt: skip
-    _ok(alone, 1)
+    every_rank_ok(alone, 1)
 
 
 # -- a world of one ----------------------------------------------------------------------------

@@ -40,5 +40,18 @@ def raises(error: type, pattern: str, fn) -> None:
     raise AssertionError(f"expected {error.__name__} matching {pattern!r}")
 
 
+def data_parallel(model, where):
+    """`model` broadcast over `where` (data parallel when the inputs are split)."""
+    return par.module_to_global(model, where, tuple(S.broadcast for _ in range(where.ndim)))
+
+
+def tensor_parallel(model, where):
+    """Megatron's MLP: `model[0]` column-parallel, `model[2]` row-parallel over `where`'s last
+    axis, broadcast over the others."""
+    par.column_parallel(model[0], where)
+    par.row_parallel(model[2], where)
+    return model
+
+
 def done() -> None:
     print(f"rank {RANK}: ok", flush=True)

@@ -7,7 +7,7 @@ parallel on a 2x2 placement; with gradient accumulation and Adam too."""
 from __future__ import annotations
 
 import numpy as np
-from global_checks import RANK, SIZE, S, close, done, global_of
+from global_checks import RANK, SIZE, S, close, data_parallel, done, global_of, tensor_parallel
 
 import tideflow as flow
 import tideflow.parallel as par
@@ -29,16 +29,6 @@ def mlp():
     return flow.nn.Sequential(
         flow.nn.Linear(FEATURES, HIDDEN), flow.nn.Tanh(), flow.nn.Linear(HIDDEN, OUT)
     )
-
-
-def data_parallel(model, where):
-    return par.module_to_global(model, where, tuple(S.broadcast for _ in range(where.ndim)))
-
-
-def tensor_parallel(model, where):
-    par.column_parallel(model[0], where)
-    par.row_parallel(model[2], where)
-    return model
 
 
 class TrainGraph(flow.nn.Graph):

@@ -7,7 +7,7 @@ parallel, with ZeRO over the data-parallel axis of the 2x2 placement."""
 from __future__ import annotations
 
 import numpy as np
-from global_checks import SIZE, S, close, done, global_of
+from global_checks import SIZE, S, close, data_parallel, done, global_of, tensor_parallel
 
 import tideflow as flow
 import tideflow.parallel as par
@@ -52,16 +52,6 @@ def state_bytes(graph) -> int:
     opt = graph._optimizers[0][0]
     return sum(t.to_local().numpy().nbytes for s in opt.state.values() for t in s.values()
                if isinstance(t, flow.Tensor))  # fmt: skip
-
-
-def data_parallel(model, where):
-    return par.module_to_global(model, where, tuple(S.broadcast for _ in range(where.ndim)))
-
-
-def tensor_parallel(model, where):
-    par.column_parallel(model[0], where)
-    par.row_parallel(model[2], where)
-    return model
 
 
 def check(name, layout, where, data_sbp, dp: int) -> None:
