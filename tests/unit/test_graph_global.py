@@ -176,3 +176,12 @@ def test_a_local_input_to_a_global_model_names_the_op():
         TideflowError, match=r"linear: operand 0 is a local tensor \(shape \[8, 4\]"
     ):
         graph(flow.randn(8, 4), flow.randn(8, 3))
+
+
+def test_loss_scaling_of_global_parameters_is_refused_clearly():
+    model = par.module_to_global(_mlp(), ONE, S.broadcast)
+    graph = TrainGraph(model, flow.optim.SGD(model.parameters(), lr=0.1))
+    graph.config.enable_amp(True, dtype=flow.float16)
+    graph.set_grad_scaler(flow.amp.GradScaler())
+    with pytest.raises(TideflowError, match=r"loss scaling .* of global parameters"):
+        graph(*_batches(1)[0])

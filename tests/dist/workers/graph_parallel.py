@@ -110,7 +110,41 @@ def check(name, layout, where, data_sbp) -> None:
         close(g, w, f"{name}: accumulated weights", atol=1e-5)
 
 
+class FeaturesGraph(TrainGraph):
+    """TrainGraph with one of a local graph's features turned on."""
+
+    def __init__(self, model, opt, feature: str):
+        super().__init__(model, opt, 1)
+        if feature == "checkpointing":
+            self.model[0].to(flow.nn.graph.GraphModule).activation_checkpointing = True
+        elif feature == "bfloat16 autocast":
+            self.config.enable_amp(True, dtype=flow.bfloat16)
+
+    def build(self, x, y):
+        loss = ((self.model(x).float() - y) ** 2).mean()
+        loss.backward()
+        return loss
+
+
+def check_graph_features(where) -> None:
+    """Activation checkpointing, a data source and autocast work on global graphs too."""
+    want, _ = one_process("sgd", 1)
+    batches = [(global_of(x, where, S.split(0)), global_of(y, where, S.split(0))) for x, y in DATA]
+    for feature in ("checkpointing", "data source", "bfloat16 autocast"):
+        model = data_parallel(mlp(), where)
+        graph = FeaturesGraph(model, _optimizer("sgd", model.parameters()), feature)
+        if feature == "data source":
+            graph.set_data_source(batches)
+            losses = [graph() for _ in batches]
+        else:
+            losses = [graph(x, y) for x, y in batches]
+        got = np.array([loss.numpy() for loss in losses])
+        # NOTE: bfloat16 products carry 2**-8 relative error, losses of O(1) a few times that
+        close(got, want, f"{feature}: losses", atol=3e-2 if "bfloat16" in feature else 1e-5)
+
+
 LINE = par.placement("cpu", list(range(SIZE)))
+check_graph_features(LINE)
 check("data parallel", data_parallel, LINE, S.split(0))
 check("tensor parallel", tensor_parallel, LINE, S.broadcast)
 if SIZE == 4:

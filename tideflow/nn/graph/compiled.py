@@ -101,6 +101,12 @@ class CompiledGraph:
         _register_state(tracer, graph)
         scaler = graph._grad_scaler
         scaling = graph.training and scaler is not None and scaler.is_enabled()
+        if scaling and any(isinstance(p, GlobalTensor) for p in _optimized(self._optimizers)):
+            raise TideflowError(
+                f"nn.Graph {graph.name}: loss scaling (set_grad_scaler) of global parameters "
+                "is not supported yet: the scale and the inf check are per process; train "
+                "global models without a grad scaler (bfloat16 autocast needs none)"
+            )
         self._amp = LossScaling(scaler, tracer, TensorHolder) if scaling else None
         found_inf = None
         steps = graph.config.gradient_accumulation_steps
@@ -147,7 +153,7 @@ class CompiledGraph:
     def _capture(self) -> list[UpdateCall]:
         """The optimizers' updates for this call, with each parameter's `.grad` standing for
         its gradient in the plan (and no `.grad` for the others) while their steps run."""
-        params = [p for opt in self._optimizers for g in opt.param_groups for p in g["params"]]
+        params = _optimized(self._optimizers)
         saved = [p.grad for p in params]
         if self._amp is not None:
             self._amp.before_capture(self._optimizers)
@@ -256,6 +262,10 @@ class CompiledGraph:
         runs, self._runs = list(self._runs.values()), {}
         for r in runs:
             r.executor.close()
+
+
+def _optimized(optimizers) -> list[Tensor]:
+    return [p for opt in optimizers for g in opt.param_groups for p in g["params"]]
 
 
 def _update_keys(calls: Sequence[UpdateCall]) -> list[tuple]:
