@@ -4,7 +4,18 @@ import numpy as np
 import pytest
 
 import tideflow as flow
-from tideflow.compiler.passes import PIPELINE, cse, dce, fold_constants, plan_memory, run_passes
+from tideflow.compiler.passes import (
+    PIPELINE,
+    cse,
+    dce,
+    fold_constants,
+    fuse_boxing,
+    plan_memory,
+    run_passes,
+)
+from tideflow.framework.dispatch import dispatch
+from tideflow.framework.sbp import B, P, S, Split
+from tideflow.parallel.boxing import BOXING, AxisStep
 
 from ._graph_support import interpret, op_names, trace
 
@@ -153,3 +164,27 @@ def test_pipeline_runs_every_pass_in_order():
     assert [name for name, _ in seen] == [name for name, _ in PIPELINE]
     assert op_names(result) == ["fused(exp,add,add)"] and result.memory is not None
     _same_numbers(program, result, X)
+
+
+# -- boxing peepholes -----------------------------------------------------------------------------
+def _box(x, src, dst):
+    """One boxing step on a 1-rank group (its kernel copies), for the peephole's patterns."""
+    lengths = tuple((s.axis, x.shape[s.axis]) for s in (src, dst) if isinstance(s, Split))
+    return dispatch(BOXING, (x,), {"step": AxisStep((0,), 0, src, dst, lengths)})
+
+
+def test_fuse_boxing_turns_all_reduce_then_slice_into_reduce_scatter():
+    before = trace(lambda g: _box(_box(g, P, B), B, S(0)) * 2, ((4, 3), F32))
+    after = fuse_boxing(before)
+    assert op_names(before) == ["boxing", "boxing", "mul"]
+    assert op_names(after) == ["boxing", "mul"] and "P->S(0) over ranks [0]" in str(after)
+    _same_numbers(before, after, X.reshape(4, 3))
+
+
+def test_fuse_boxing_drops_a_broadcast_made_partial_and_reduced_again():
+    before = trace(lambda x: _box(_box(x, B, P), P, B).exp(), ((3, 4), F32))
+    after = fuse_boxing(before)
+    assert op_names(after) == ["exp"] and "exp(%" in str(after)
+    _same_numbers(before, after, X)
+    shared = trace(lambda g: (lambda r: (_box(r, B, P), r + 1))(_box(g, P, B)), ((3, 4), F32))
+    assert op_names(fuse_boxing(shared)) == op_names(shared)  # the all-reduce has two readers
