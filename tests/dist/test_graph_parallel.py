@@ -3,7 +3,8 @@ training: data, tensor and (on 4 ranks) data x tensor parallel steps with SGD, A
 gradient accumulation (workers/graph_parallel.py); pipeline stages on their own ranks, data
 parallel inside stages on 4 ranks, with gradient accumulation in 1F1B order
 (workers/graph_pipeline.py); ZeRO stages 1 and 2 over data-parallel axes
-(workers/graph_zero.py); and the guide's code (docs/parallel_graphs.md)."""
+(workers/graph_zero.py); a GPT with data, tensor and data x tensor parallelism
+(workers/graph_gpt.py); and the guide's code (docs/parallel_graphs.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from .jobs import REPO, WORKERS, every_rank_ok
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("n", [2, 4])
-@pytest.mark.parametrize("worker", ["graph_parallel.py", "graph_pipeline.py", "graph_zero.py"])
+@pytest.mark.parametrize(
+    "worker", ["graph_parallel.py", "graph_pipeline.py", "graph_zero.py", "graph_gpt.py"]
+)
 def test_parallel_graphs_train_like_one_process(launch, worker, n):
     every_rank_ok(launch(n, [str(WORKERS / worker)], timeout=180), n)
 
