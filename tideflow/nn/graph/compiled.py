@@ -72,8 +72,7 @@ class CompiledGraph:
         start = time.perf_counter()
         self._optimizers = [opt for opt, _ in graph._optimizers]
         self._grads: dict[Tensor, Tensor] = {}
-        # (op, id of the parameter's array) of each update, in order: a global parameter's
-        # update is captured on a view of its shard
+        # (op, id of the parameter's array, a global one's shard) of each update, in order
         self._updates: list[tuple] = []
         self._pending_attrs: tuple | None = None  # the first call's, captured while tracing
         traced = self._trace(graph, inputs, input_spec)
@@ -279,7 +278,8 @@ def _on_this_rank(calls: Sequence[UpdateCall]) -> list[UpdateCall]:
     return [
         c
         for c in calls
-        if not isinstance(c.args[0], GlobalTensor) or c.args[0].placement.coordinate(rank)
+        if not isinstance(c.args[0], GlobalTensor)
+        or c.args[0].placement.coordinate(rank) is not None
     ]
 
 
