@@ -5,9 +5,9 @@
 - each variable becomes a variable task `var:<name>` reading its holder every run;
   constants are variables too (`var:const:<id>`), holding their array;
 - the nodes become chains (`chain.py`): maximal runs of consecutive nodes on one stream,
-  each one task `chain:<i>` that runs its nodes' kernels in program order. Every node of a
-  single-process program is on the compute stream, so its nodes form one chain; the tasks
-  of other streams (communication, in distributed graphs) will split it.
+  each one task `chain:<i>` that runs its nodes' kernels in program order. Every node is on
+  the compute stream, communication included (see the note in `lower`), so a program is
+  one chain.
 
 A task writing a variable in place declares it (`TaskSpec.mutates`): the runtime orders the
 write against the variable's other readers and gives the next iteration the variable only
@@ -68,7 +68,11 @@ def lower(program: Program, quota: int = 2, timed: bool = False) -> PlanSpec:
         source(f"var:{name}", v)
         variables[name] = _ConstantHolder(array)
 
-    # NOTE: one chain: every node of a single-process program runs on the compute stream.
+    # NOTE: one chain, collectives and messages included. On a stream of their own, a
+    # later iteration's collective whose inputs are ready early could run before an earlier
+    # iteration's, or a receive of the next iteration block the send of this one: the ranks
+    # would match different calls. Overlap needs the runtime to keep a stream's tasks in
+    # iteration-major program order first.
     chains = [program.nodes] if program.nodes else []
     read_later = _read_after(chains, program.fetches)
     for i, nodes in enumerate(chains):
