@@ -317,6 +317,38 @@ def _recv_kernel(*, step: Transfer) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True, repr=False)
+class Broadcast:
+    """The first rank's array sent to every rank of `group` (this rank is `group[index]`),
+    on `channel` (as `AxisStep.channel`): local values becoming a broadcast global tensor."""
+
+    group: tuple[int, ...]
+    index: int
+    channel: str = ""
+
+    def __repr__(self) -> str:
+        channel = f" ({self.channel})" if self.channel else ""
+        return f"from rank {self.group[0]} over ranks {list(self.group)}{channel}"
+
+
+def _bcast_kernel(a: np.ndarray, *, step: Broadcast) -> np.ndarray:
+    buf = np.asarray(a, order="C") if step.index == 0 else np.empty(a.shape, a.dtype)
+    _comm.comm_for(step.group, step.channel).bcast(buf, 0)
+    return buf
+
+
+# NOTE: not registered, as BOXING: `to_global` of local tensors and the creators dispatch it;
+# its gradient is theirs to give (see `to_global._LocalToGlobal`).
+BCAST = OpDef(
+    "bcast",
+    inputs=("input",),
+    meta=lambda x, *, step: Meta(tuple(x.shape), x.dtype),
+    sbp=broadcast_only,
+    kernels={"cpu": _bcast_kernel},
+    communicates=True,
+)
+
+
 # NOTE: not registered, as BOXING: `_move` dispatches them, on whole tensors of one move.
 SEND = OpDef(
     "send",

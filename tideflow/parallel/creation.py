@@ -55,9 +55,10 @@ def create_global(
         shard = empty_shard(shape, whole._data.dtype)
     else:
         # NOTE: boxing from broadcast cuts each rank's shard out of the whole (a graph traces it)
-        shard = box(whole, shape, placement, (B,) * placement.ndim, nd)._data
+        shard = box(whole, shape, placement, (B,) * placement.ndim, nd)
         if synchronize:
             shard = broadcast_axes(shard, placement, nd, coord)
+        shard = shard._data
     install()
     t = wrap(make_tensor(shard), placement, nd, shape)
     if requires_grad:

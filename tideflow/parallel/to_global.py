@@ -16,13 +16,14 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..framework import dtype as dtypes
+from ..framework.dispatch import dispatch
 from ..framework.errors import TideflowError
 from ..framework.grad_mode import STATE, no_grad
 from ..framework.sbp import B, P, Split
 from ..framework.tensor import Tensor, make_tensor
 from . import _comm
 from ._layout import dual_nd, shard_shape
-from .boxing import Move, box, empty_shard, move
+from .boxing import BCAST, Broadcast, Move, box, empty_shard, move
 from .dispatch import install
 from .global_tensor import GlobalTensor, local_view, set_global, wrap
 from .placement import placement as Placement
@@ -123,23 +124,22 @@ def _local_shard(x: Tensor, spec: _Spec) -> Tensor:
     coord = spec.where.coordinate(_comm.world_rank())
     if coord is None:
         return make_tensor(empty_shard(spec.shape, spec.dtype))
-    data = x._data.copy() if spec.copy else x._data
-    out = make_tensor(broadcast_axes(data, spec.where, spec.nd, coord))
+    data = make_tensor(x._data.copy()) if spec.copy else x
+    out = broadcast_axes(data, spec.where, spec.nd, coord)
     if out._data is x._data:
+        out = make_tensor(x._data)
         out._version = x._version
     return out
 
 
-def broadcast_axes(a: np.ndarray, where: Placement, nd: tuple, coord: tuple) -> np.ndarray:
-    """`a` on the first rank of each broadcast axis, sent to the other ranks of the axis."""
+def broadcast_axes(t: Tensor, where: Placement, nd: tuple, coord: tuple) -> Tensor:
+    """`t` on the first rank of each broadcast axis, sent to the other ranks of the axis
+    (a dispatched collective: a graph traces it)."""
     for axis, s in enumerate(nd):
-        if s is not B or where.hierarchy[axis] == 1:
-            continue
-        root = coord[axis] == 0
-        buf = np.asarray(a, order="C") if root else np.empty(a.shape, a.dtype)
-        _comm.comm_for(where.axis_group(axis, coord)).bcast(buf, 0)
-        a = buf
-    return a
+        if s is B and where.hierarchy[axis] > 1:
+            step = Broadcast(where.axis_group(axis, coord), coord[axis])
+            t = dispatch(BCAST, (t,), {"step": step})
+    return t
 
 
 def _exchange_shapes(x: Tensor, where: Placement) -> tuple[dict, dtypes.DType]:

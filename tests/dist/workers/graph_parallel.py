@@ -143,7 +143,23 @@ def check_graph_features(where) -> None:
         close(got, want, f"{feature}: losses", atol=3e-2 if "bfloat16" in feature else 1e-5)
 
 
+def check_local_inputs_made_global_in_build(where) -> None:
+    """`to_global` of a local tensor inside build takes the first rank's values, as in eager
+    code (a broadcast the graph traces)."""
+
+    class Gathering(flow.nn.Graph):
+        def build(self, x):
+            return (x.to_global(where, S.broadcast) * 2).to_global(sbp=S.split(0))
+
+    mine = np.full((4, 3), float(RANK + 1), np.float32)
+    got = Gathering()(flow.tensor(mine))
+    want = (flow.tensor(mine).to_global(where, S.broadcast) * 2).to_global(sbp=S.split(0))
+    close(got.numpy(), want.numpy(), "local input made global")
+    close(got.numpy(), np.full((4, 3), 2.0), "the first rank's values")
+
+
 LINE = par.placement("cpu", list(range(SIZE)))
+check_local_inputs_made_global_in_build(LINE)
 check_graph_features(LINE)
 check("data parallel", data_parallel, LINE, S.split(0))
 check("tensor parallel", tensor_parallel, LINE, S.broadcast)
