@@ -18,6 +18,7 @@ from ..ops.creation import arange, on_placement_of
 from ..ops.indexing import topk
 from ..ops.random import multinomial
 from ..ops.shape import cat
+from ..parallel.sbp import broadcast
 
 
 @dataclass
@@ -172,11 +173,22 @@ class GPT(nn.Module):
         x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
         for block in self.transformer.h:
             x = block(x)
-        logits = self.lm_head(self.transformer.ln_f(x))
+        logits = self._logits(self.transformer.ln_f(x))
         if targets is None:
             return logits, None
         loss = F.cross_entropy(logits.reshape(b * t, -1), targets.reshape(b * t), ignore_index=-1)
         return logits, loss
+
+    def _logits(self, h):
+        """The output layer, whose weight is the token embedding's. Under pipeline
+        parallelism the two are on different stages: the weight moves to the hidden states'
+        placement, and its gradient moves back and adds to the embedding's (Megatron's tied
+        embeddings)."""
+        w = self.lm_head.weight
+        if h.is_global and w.is_global and w.placement != h.placement:
+            whole = (broadcast,) * h.placement.ndim
+            return F.linear(h, w.to_global(placement=h.placement, sbp=whole))
+        return self.lm_head(h)
 
     @no_grad()
     def generate(self, idx, max_new_tokens: int, temperature: float = 1.0,

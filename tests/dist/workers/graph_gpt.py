@@ -1,7 +1,8 @@
 """Run on every rank under mpiexec -n 2 or 4: a GPT (tied embeddings, causal attention,
 cross entropy with ignored targets) trained as an nn.Graph with data, tensor (Megatron's
-column- and row-parallel layers, the embeddings split by vocabulary) and, on 4 ranks, data x
-tensor parallelism, against the same steps on one process."""
+column- and row-parallel layers, the embeddings split by vocabulary), pipeline (two stages,
+the tied head weight moved to the last one) and, on 4 ranks, data x tensor and data x
+pipeline parallelism, against the same steps on one process."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from global_checks import SIZE, S, close, done, global_of
 import tideflow as flow
 import tideflow.parallel as par
 from tideflow.models import GPT, GPTConfig
+from tideflow.nn.graph import GraphModule
 
 CONFIG = GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=16)
 STEPS = 4
@@ -37,16 +39,18 @@ class TrainGraph(flow.nn.Graph):
         return loss
 
 
-def one_process():
+def one_process(micro_batches: int = 1):
+    """Per-step losses (one per micro-batch, whose gradients add up) of eager training."""
     model = gpt()
     opt = flow.optim.AdamW(model.parameters(), lr=1e-2)
     losses = []
     for t in TOKENS:
-        _, loss = model(flow.tensor(t[:, :-1]), flow.tensor(t[:, 1:]))
         opt.zero_grad()
-        loss.backward()
+        for part in np.split(t, micro_batches):
+            _, loss = model(flow.tensor(part[:, :-1]), flow.tensor(part[:, 1:]))
+            loss.backward()
+            losses.append(loss.item())
         opt.step()
-        losses.append(loss.item())
     return np.array(losses)
 
 
@@ -68,6 +72,7 @@ def broadcast(model, where):
     return par.module_to_global(model, where, tuple(S.broadcast for _ in range(where.ndim)))
 
 
+
 def check(name, layout, where, data_sbp) -> None:
     want = one_process()
     model = layout(gpt(), where)
@@ -77,10 +82,40 @@ def check(name, layout, where, data_sbp) -> None:
     close(np.array([o.numpy() for o in outs]), want, f"{name}: losses", atol=2e-5)
 
 
+class PipelineGraph(TrainGraph):
+    """Two stages: the embeddings and the first block, then the second block and the head
+    (whose tied weight stays with the embedding on the first stage), 2 micro-batches."""
+
+    def __init__(self, model, stages):
+        super().__init__(model)
+        self.config.set_gradient_accumulation_steps(2)
+        first, last = stages
+        blocks = self.model.transformer.h
+        blocks[0].to(GraphModule).set_stage(0, first)
+        blocks[1].to(GraphModule).set_stage(1, last)
+        self.model.transformer.ln_f.to(GraphModule).set_stage(1, last)
+
+
+def check_pipeline(stages, data_sbp) -> None:
+    want = one_process(micro_batches=2)
+    model = gpt()
+    first, last = stages
+    broadcast(model, first)  # the embeddings (and so the tied head) and block 0
+    for module in (model.transformer.h[1], model.transformer.ln_f):
+        par.module_to_global(module, last, S.broadcast)
+    graph = PipelineGraph(model, stages)
+    outs = [graph(global_of(t[:, :-1], first, data_sbp), global_of(t[:, 1:], last, data_sbp))
+            for t in TOKENS]  # fmt: skip
+    close(np.concatenate([o.numpy() for o in outs]), want, "pipeline: losses", atol=2e-5)
+
+
 LINE = par.placement("cpu", list(range(SIZE)))
 check("data parallel", broadcast, LINE, S.split(0))
 check("tensor parallel", megatron, LINE, S.broadcast)
+check_pipeline([par.placement("cpu", [0]), par.placement("cpu", [1])], S.broadcast)
 if SIZE == 4:
     GRID = par.placement("cpu", [[0, 1], [2, 3]])
     check("data x tensor parallel", megatron, GRID, (S.split(0), S.broadcast))
+    halves = [par.placement("cpu", [0, 1]), par.placement("cpu", [2, 3])]
+    check_pipeline(halves, S.split(0))  # data x pipeline parallel
 done()
