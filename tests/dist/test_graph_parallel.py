@@ -3,8 +3,8 @@ training: data, tensor and (on 4 ranks) data x tensor parallel steps with SGD, A
 gradient accumulation (workers/graph_parallel.py); pipeline stages on their own ranks, data
 parallel inside stages on 4 ranks, with gradient accumulation in 1F1B order
 (workers/graph_pipeline.py); ZeRO stages 1 and 2 over data-parallel axes
-(workers/graph_zero.py); a GPT with data, tensor and data x tensor parallelism
-(workers/graph_gpt.py); and the guide's code (docs/parallel_graphs.md)."""
+(workers/graph_zero.py); a GPT with data, tensor, pipeline and their 2-D and 3-D
+combinations (workers/graph_gpt.py, 3-D on 8 ranks); and the guide's code (docs/parallel_graphs.md)."""
 
 from __future__ import annotations
 
@@ -28,3 +28,9 @@ def test_parallel_graphs_train_like_one_process(launch, worker, n):
 def test_the_parallel_graphs_guide_runs_on_4_ranks(launch):
     doc = REPO / "docs" / "parallel_graphs.md"
     every_rank_ok(launch(4, [str(WORKERS / "global_docs.py"), str(doc)], timeout=120), 4)
+
+
+@pytest.mark.mpi
+def test_a_gpt_trains_3d_parallel_on_8_ranks_like_one_process(launch):
+    """Data x tensor x pipeline: two stages, each a 2x2 grid (workers/graph_gpt.py)."""
+    every_rank_ok(launch(8, [str(WORKERS / "graph_gpt.py")], timeout=300), 8)

@@ -29,7 +29,7 @@ from ..framework.registry import Meta, OpDef
 from ..framework.sbp import B, P, Split
 from ..framework.tensor import Tensor, make_tensor
 from . import _comm
-from ._layout import split_range
+from ._layout import shard_shape, split_range
 from .boxing import box, empty_shard
 from .global_tensor import GlobalTensor, local_view, wrap
 from .placement import placement as Placement
@@ -163,6 +163,8 @@ def _choose(
                 tuple(sig.ins[i] for _, _, sig in combo) if isinstance(a, GlobalTensor) else None
                 for i, a in enumerate(args)
             )
+            if not _nested_shards_line_up(op, ins, outs, metas, local, out_metas, hierarchy):
+                continue
             best = (key, _Choice(ins, outs, local))
     if best is None:
         raise _no_signature(op, args, sigs)
@@ -205,6 +207,37 @@ def _shards_line_up(op: OpDef, sig, metas: list, attrs: dict, out_metas: tuple, 
             if tuple(g.shape) != tuple(_shard_meta(m, s, n, k).shape):
                 return False
     return True
+
+
+def _nested_shards_line_up(op, ins, outs, metas, local_attrs, out_metas, hierarchy) -> bool:
+    """Where two placement axes split one dim, the second splits the first's shards, whose
+    lengths `_shards_line_up` (one axis at a time, on logical lengths) does not see: (2, 8)
+    split twice along dim 0 over a 2x2 grid holds rows 1, 0, 1, 0 but reshaped to (16,) it
+    would need 4 elements on every rank. Check every rank's shards as the kernel gets them."""
+    layouts = [nd for nd in (*ins, *outs) if nd is not None]
+    if not any(_nests(nd) for nd in layouts):
+        return True
+    if any(-1 in m.shape for m in out_metas):
+        return True
+    for coord in itertools.product(*(range(n) for n in hierarchy)):
+        shards = [
+            Meta(shard_shape(m.shape, nd, hierarchy, coord), m.dtype) if nd is not None else m
+            for m, nd in zip(metas, ins, strict=True)
+        ]
+        try:
+            got = infer(op, shards, local_attrs)
+        except TideflowError:
+            return False
+        got = (got,) if isinstance(got, Meta) else tuple(got)
+        for g, m, nd in zip(got, out_metas, outs, strict=False):
+            if tuple(g.shape) != shard_shape(m.shape, nd, hierarchy, coord):
+                return False
+    return True
+
+
+def _nests(nd: tuple) -> bool:
+    dims = [s.axis for s in nd if isinstance(s, Split)]
+    return len(dims) != len(set(dims))
 
 
 def _shard_meta(m, s, n: int, k: int):
