@@ -40,6 +40,25 @@ def raises(error: type, pattern: str, fn) -> None:
     raise AssertionError(f"expected {error.__name__} matching {pattern!r}")
 
 
+def train_one_process(model, opt, batches, loss, micro_batches: int = 1):
+    """Per-step losses of eager local training, one per micro-batch (each array of a batch
+    cut along dim 0), whose gradients add up as in a graph with gradient accumulation;
+    `loss(model, *tensors)` is one micro-batch's loss. The final weights as arrays too."""
+    losses = []
+    for batch in batches:
+        opt.zero_grad()
+        for part in zip(*(np.split(a, micro_batches) for a in batch), strict=True):
+            value = loss(model, *(flow.tensor(a) for a in part))
+            value.backward()
+            losses.append(value.item())
+        opt.step()
+    return np.array(losses), [p.detach().numpy() for p in model.parameters()]
+
+
+def squared_error(model, x, y):
+    return ((model(x) - y) ** 2).mean()
+
+
 def data_parallel(model, where):
     """`model` broadcast over `where` (data parallel when the inputs are split)."""
     return par.module_to_global(model, where, tuple(S.broadcast for _ in range(where.ndim)))

@@ -7,7 +7,7 @@ and on 8 ranks data x tensor x pipeline parallelism, against the same steps on o
 from __future__ import annotations
 
 import numpy as np
-from global_checks import SIZE, S, close, done, global_of
+from global_checks import SIZE, S, close, done, global_of, train_one_process
 
 import tideflow as flow
 import tideflow.parallel as par
@@ -40,18 +40,11 @@ class TrainGraph(flow.nn.Graph):
 
 
 def one_process(micro_batches: int = 1):
-    """Per-step losses (one per micro-batch, whose gradients add up) of eager training."""
+    """Per-step losses of eager training on one process (see `train_one_process`)."""
     model = gpt()
     opt = flow.optim.AdamW(model.parameters(), lr=1e-2)
-    losses = []
-    for t in TOKENS:
-        opt.zero_grad()
-        for part in np.split(t, micro_batches):
-            _, loss = model(flow.tensor(part[:, :-1]), flow.tensor(part[:, 1:]))
-            loss.backward()
-            losses.append(loss.item())
-        opt.step()
-    return np.array(losses)
+    batches = [(t[:, :-1], t[:, 1:]) for t in TOKENS]
+    return train_one_process(model, opt, batches, lambda m, x, y: m(x, y)[1], micro_batches)[0]
 
 
 def megatron(model, where):

@@ -7,7 +7,18 @@ parallel on a 2x2 placement; with gradient accumulation and Adam too."""
 from __future__ import annotations
 
 import numpy as np
-from global_checks import RANK, SIZE, S, close, data_parallel, done, global_of, tensor_parallel
+from global_checks import (
+    RANK,
+    SIZE,
+    S,
+    close,
+    data_parallel,
+    done,
+    global_of,
+    squared_error,
+    tensor_parallel,
+    train_one_process,
+)
 
 import tideflow as flow
 import tideflow.parallel as par
@@ -52,19 +63,9 @@ def _optimizer(kind, params):
 
 
 def one_process(kind: str, accumulation: int):
-    """Per-step losses (one per micro-batch) and final weights of eager local training; the
-    micro-batches' gradients add up, as in a graph with gradient accumulation."""
     model = mlp()
-    opt = _optimizer(kind, model.parameters())
-    losses = []
-    for x, y in DATA:
-        opt.zero_grad()
-        for xs, ys in zip(np.split(x, accumulation), np.split(y, accumulation), strict=True):
-            loss = ((model(flow.tensor(xs)) - flow.tensor(ys)) ** 2).mean()
-            loss.backward()
-            losses.append(loss.item())
-        opt.step()
-    return np.array(losses), [p.detach().numpy() for p in model.parameters()]
+    return train_one_process(model, _optimizer(kind, model.parameters()), DATA, squared_error,
+                             accumulation)  # fmt: skip
 
 
 def eager_global(layout, where, data_sbp, kind: str):

@@ -6,7 +6,7 @@ rank per stage; on 4 ranks two stages of two data-parallel ranks each, and four 
 from __future__ import annotations
 
 import numpy as np
-from global_checks import RANK, SIZE, S, close, done, global_of
+from global_checks import RANK, SIZE, S, close, done, global_of, squared_error, train_one_process
 
 import tideflow as flow
 import tideflow.parallel as par
@@ -51,15 +51,7 @@ class PipelineGraph(flow.nn.Graph):
 def one_process(n_stages: int, accumulation: int):
     model = blocks(n_stages)
     opt = flow.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    losses = []
-    for x, y in DATA:
-        opt.zero_grad()
-        for xs, ys in zip(np.split(x, accumulation), np.split(y, accumulation), strict=True):
-            loss = ((model(flow.tensor(xs)) - flow.tensor(ys)) ** 2).mean()
-            loss.backward()
-            losses.append(loss.item())
-        opt.step()
-    return np.array(losses), [p.detach().numpy() for p in model.parameters()]
+    return train_one_process(model, opt, DATA, squared_error, accumulation)
 
 
 def staged(stages):
