@@ -32,7 +32,6 @@ import tideflow.distributed as dist
 import tideflow.parallel as par
 from tideflow.models import GPT
 from tideflow.nn.graph import GraphModule
-from tideflow.nn.parallel import DistributedDataParallel
 
 WARMUP = 3
 S = par.sbp
@@ -83,33 +82,17 @@ def _graph_step(make_model, make_opt, batch, gpt) -> Callable[[], None]:
     return lambda: graph(x, y).to_local().numpy()
 
 
-def _eager_step(make_model, make_opt, batch, gpt) -> Callable[[], None]:
+def _ddp_step(lib, make_model, make_opt, batch, gpt) -> Callable[[], None]:
+    """A DistributedDataParallel step of `lib` (tideflow or torch) on this rank's rows."""
     rank, size = dist.get_rank(), dist.get_world_size()
     share = len(batch[0]) // size
-    model = DistributedDataParallel(make_model(flow))
-    opt = make_opt(flow, model.parameters())
-    x, y = (flow.tensor(a[rank * share : (rank + 1) * share]) for a in batch)
+    model = lib.nn.parallel.DistributedDataParallel(make_model(lib))
+    opt = make_opt(lib, model.parameters())
+    x, y = (lib.tensor(a[rank * share : (rank + 1) * share]) for a in batch)
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = _loss(flow, model, x, y, gpt)
-        loss.backward()
-        opt.step()
-        loss.detach().numpy()
-
-    return step
-
-
-def _torch_step(torch, make_model, make_opt, batch, gpt) -> Callable[[], None]:
-    rank, size = dist.get_rank(), dist.get_world_size()
-    share = len(batch[0]) // size
-    model = torch.nn.parallel.DistributedDataParallel(make_model(torch))
-    opt = make_opt(torch, model.parameters())
-    x, y = (torch.from_numpy(a[rank * share : (rank + 1) * share]) for a in batch)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = _loss(torch, model, x, y, gpt)
+        loss = _loss(lib, model, x, y, gpt)
         loss.backward()
         opt.step()
         loss.item()
@@ -146,8 +129,8 @@ def data_parallel(torch, n: int) -> list[str]:
         torch.manual_seed(0)
         steps = {
             "graph": _graph_step(make_model, make_opt, batch, gpt),
-            "eager": _eager_step(make_model, make_opt, batch, gpt),
-            "torch": _torch_step(torch, make_model, make_opt, batch, gpt),
+            "eager": _ddp_step(flow, make_model, make_opt, batch, gpt),
+            "torch": _ddp_step(torch, make_model, make_opt, batch, gpt),
         }
         t = _interleaved(steps, n)
         lines.append(
