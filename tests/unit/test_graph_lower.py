@@ -1,6 +1,8 @@
-"""Lowering a program to the runtime's plan: sources and the chain of nodes, updates with
-per-call attributes, reads of views before in-place writes, protected fetches."""
+"""Lowering a program to the runtime's plan: sources and the chains of nodes (compute and
+communication streams), updates with per-call attributes, reads of views before in-place
+writes, protected fetches."""
 
+import time
 import tracemalloc
 
 import numpy as np
@@ -9,6 +11,9 @@ import pytest
 import tideflow as flow
 from tideflow.compiler import TensorHolder, Tracer, capture_updates
 from tideflow.compiler.lower import ATTRS_FEED, lower
+from tideflow.framework.dispatch import dispatch
+from tideflow.framework.registry import Meta, OpDef
+from tideflow.ops._rules import broadcast_only
 from tideflow.runtime import Executor, TaskError
 
 from ._graph_support import interpret, trace
@@ -36,6 +41,45 @@ def test_sources_and_one_chain_of_the_nodes():
     assert set(plan.variables) == {"w", f"const:{const.id}"}
     x = np.array([1.0, -1.0], np.float32)
     np.testing.assert_array_equal(_run(plan, x)[0], interpret(program, [x])[0])
+
+
+def _timed_op(name: str, spans: list, delay: float, communicates: bool) -> OpDef:
+    """x -> 2x, recording (name, start, end) and sleeping `delay` seconds."""
+
+    def kernel(x):
+        start = time.perf_counter()
+        time.sleep(delay)
+        spans.append((name, start, time.perf_counter()))
+        return 2 * x
+
+    return OpDef(
+        name, inputs=("x",), meta=lambda x: Meta(tuple(x.shape), x.dtype), sbp=broadcast_only,
+        kernels={"cpu": kernel}, differentiable=False, communicates=communicates,
+    )  # fmt: skip
+
+
+def test_communication_runs_on_its_stream_beside_the_compute_that_does_not_wait_for_it():
+    """Chains alternate streams at each communicating node; the compute after a collective
+    that does not read its result runs while it does (the collective sleeps here)."""
+    spans: list = []
+    collective = _timed_op("collective", spans, 0.05, communicates=True)
+    other = _timed_op("other", spans, 0.0, communicates=False)
+
+    def step(x):
+        first = dispatch(collective, (x * 3,), {})
+        second = dispatch(collective, (dispatch(other, (x,), {}),), {})
+        return first + second
+
+    program = trace(step, ((2,), F32))
+    plan = lower(program)
+    chains = [(t.stream, t.fn) for t in plan.tasks if t.name.startswith("chain:")]
+    assert [s for s, _ in chains] == ["compute", "comm", "compute", "comm", "compute"]
+    assert plan.in_order == {"compute", "comm"}
+    x = np.array([1.0, -1.0], np.float32)
+    got = _run(plan, x)[0]
+    ran = {name: (start, end) for name, start, end in spans[:2]}  # the first two done
+    assert ran["other"][0] < ran["collective"][1]  # in one chain: after the collective
+    np.testing.assert_array_equal(got, interpret(program, [x])[0])
 
 
 def test_a_chain_drops_each_intermediate_after_its_last_use():

@@ -96,8 +96,22 @@ def test_timeline_bubble_order_and_chrome_trace(tmp_path):
     events = json.loads(path.read_text())["traceEvents"]
     assert len(events) == 8 and {e["pid"] for e in events} == {0, 1}
     assert events[2] == {
-        "name": "recv", "cat": "wait", "ph": "X", "ts": 2e6, "dur": 1e6, "pid": 0, "tid": 0
+        "name": "recv", "cat": "wait", "ph": "X", "ts": 2e6, "dur": 1e6, "pid": 0, "tid": 1
     }  # fmt: skip
+    assert timeline.overlap == 0.0  # every message held the compute up
+
+
+def test_timeline_overlap_is_the_share_of_communication_beside_compute():
+    timeline = Timeline(
+        [
+            [("step", 0.0, 2.0), ("comm", 1.0, 3.0), ("comm", 1.5, 2.5), ("step", 2.8, 4.0)],
+            [("step", 0.0, 1.0), ("comm", 1.0, 2.0)],
+        ]
+    )
+    # rank 0: communication over [1, 3], compute beside it over [1, 2] and [2.8, 3];
+    # rank 1: communication over [1, 2], none beside it
+    assert timeline.overlap == pytest.approx((1.0 + 0.2) / (2.0 + 1.0))
+    assert "communication overlapped with compute 40.0%" in str(timeline)
 
 
 def test_a_graph_without_stages_has_an_empty_timeline():

@@ -46,9 +46,9 @@ def task(name, fn, *inputs, n_out=1, stream="compute", mutates=()):
     return TaskSpec(name, fn=fn, inputs=inputs, n_out=n_out, stream=stream, mutates=mutates)
 
 
-def plan(*tasks, feeds=("x",), fetches=(), variables=None, quota=2):
+def plan(*tasks, feeds=("x",), fetches=(), variables=None, quota=2, in_order=frozenset()):
     fetches = tuple((f, 0) if isinstance(f, str) else f for f in fetches)
-    return PlanSpec(tuple(tasks), tuple(feeds), fetches, variables or {}, quota)
+    return PlanSpec(tuple(tasks), tuple(feeds), fetches, variables or {}, quota, in_order)
 
 
 class Holder:
@@ -332,7 +332,8 @@ def random_dags(draw):
     fetches = draw(st.lists(st.sampled_from(outputs), min_size=1, max_size=4))
     quota = draw(st.integers(1, 3))
     feeds = tuple(f"x{i}" for i in range(n_feeds))
-    return plan(*specs, feeds=feeds, fetches=fetches, quota=quota)
+    in_order = draw(st.frozensets(st.sampled_from(["compute", "copy", "comm"])))
+    return plan(*specs, feeds=feeds, fetches=fetches, quota=quota, in_order=in_order)
 
 
 def _evaluate(p: PlanSpec, feeds) -> tuple:
@@ -356,6 +357,57 @@ def test_random_dags_match_sequential_evaluation(p):
         for feeds, run in zip(runs_feeds, runs, strict=True):
             for got, want in zip(run.result(), _evaluate(p, feeds), strict=True):
                 np.testing.assert_array_equal(got, want)
+
+
+def _recorded(calls: list, name: str, delay: float = 0.0):
+    def fn(*xs):
+        time.sleep(delay)
+        calls.append(name)
+        return (xs[0] if xs else np.zeros(()),)
+
+    return fn
+
+
+@pytest.mark.parametrize("in_order", [False, True])
+def test_an_in_order_stream_runs_its_tasks_in_plan_order_run_after_run(in_order):
+    """`late` waits for a slow task of another stream, `early` only for the feed: by
+    readiness `early` acts first (and a later run's `early` before this run's `late`); on an
+    in-order stream the tasks take turns in plan order, run after run."""
+    calls: list[str] = []
+    p = plan(
+        feed(),
+        task("slow", _recorded([], "slow", TICK), "x"),
+        task("late", _recorded(calls, "late"), "slow", stream="comm"),
+        task("early", _recorded(calls, "early"), "x", stream="comm"),
+        fetches=("late", "early"),
+        in_order=frozenset({"comm"}) if in_order else frozenset(),
+    )
+    with Executor(p) as executor:
+        for run in [executor.run((np.array(i),)) for i in range(3)]:
+            run.result()
+    if in_order:
+        assert calls == ["late", "early"] * 3
+    else:
+        assert calls[:2] == ["early", "early"]
+
+
+def test_a_task_that_reads_nothing_acts_once_per_run_started():
+    """A receive reads no value: it acts when a run starts, not ahead of the runs asked for
+    (where it would block its stream waiting for a message nobody sends)."""
+    calls: list[str] = []
+    p = plan(
+        feed(),
+        task("receive", _recorded(calls, "receive"), stream="comm"),
+        task("use", lambda x, r: (x + r,), "x", "receive"),
+        fetches=("use",),
+        in_order=frozenset({"comm"}),
+    )
+    with Executor(p) as executor:
+        time.sleep(TICK)
+        assert calls == []
+        results = [executor.run((np.array(i),)) for i in range(3)]
+        assert [int(r.result()[0]) for r in results] == [0, 1, 2]
+    assert calls == ["receive"] * 3
 
 
 def test_max_in_flight_makes_run_wait():

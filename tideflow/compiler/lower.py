@@ -5,9 +5,13 @@
 - each variable becomes a variable task `var:<name>` reading its holder every run;
   constants are variables too (`var:const:<id>`), holding their array;
 - the nodes become chains (`chain.py`): maximal runs of consecutive nodes on one stream,
-  each one task `chain:<i>` that runs its nodes' kernels in program order. Every node is on
-  the compute stream, communication included (see the note in `lower`), so a program is
-  one chain.
+  each one task `chain:<i>` that runs its nodes' kernels in program order. Nodes that
+  communicate (collectives, sends and receives) run on the communication stream, the rest
+  on the compute stream, so a collective runs while the compute after it that does not
+  need its result goes on (data parallelism's gradient all-reduces overlap the backward of
+  the layers before). Both streams run their chains in program order, iteration after
+  iteration (`PlanSpec.in_order`): every rank then calls its collectives in the order it
+  traced them, and the plan keeps the step's sequential order on each stream.
 
 A task writing a variable in place declares it (`TaskSpec.mutates`): the runtime orders the
 write against the variable's other readers and gives the next iteration the variable only
@@ -28,6 +32,7 @@ from .ir import CONSTANT, Node, Program, Value
 
 ATTRS_FEED = "feed:attrs"
 COMPUTE_STREAM = "compute"
+COMM_STREAM = "comm"
 
 
 class _ConstantHolder:
@@ -68,14 +73,9 @@ def lower(program: Program, quota: int = 2, timed: bool = False) -> PlanSpec:
         source(f"var:{name}", v)
         variables[name] = _ConstantHolder(array)
 
-    # NOTE: one chain, collectives and messages included. On a stream of their own, a
-    # later iteration's collective whose inputs are ready early could run before an earlier
-    # iteration's, or a receive of the next iteration block the send of this one: the ranks
-    # would match different calls. Overlap needs the runtime to keep a stream's tasks in
-    # iteration-major program order first.
-    chains = [program.nodes] if program.nodes else []
-    read_later = _read_after(chains, program.fetches)
-    for i, nodes in enumerate(chains):
+    chains = _runs_by_stream(program.nodes)
+    read_later = _read_after([nodes for _, nodes in chains], program.fetches)
+    for i, (stream, nodes) in enumerate(chains):
         name = f"chain:{i}"
         inputs = _chain_inputs(nodes, program.step_attrs)
         outputs = [v for node in nodes for v in node.outputs if v in read_later[i]]
@@ -86,13 +86,25 @@ def lower(program: Program, quota: int = 2, timed: bool = False) -> PlanSpec:
                 Chain(nodes, inputs, outputs, program.step_attrs, timed),
                 tuple(sources[v] for v in inputs),
                 len(outputs),
-                stream=COMPUTE_STREAM,
+                stream=stream,
                 mutates=tuple(j for j, v in enumerate(inputs) if v in written),
             )
         )
         sources.update((v, (name, j)) for j, v in enumerate(outputs))
     fetches = tuple(sources[v] for v in program.fetches)
-    return PlanSpec(tuple(tasks), tuple(feeds), fetches, variables, quota)
+    in_order = frozenset((COMPUTE_STREAM, COMM_STREAM))
+    return PlanSpec(tuple(tasks), tuple(feeds), fetches, variables, quota, in_order)
+
+
+def _runs_by_stream(nodes: tuple[Node, ...]) -> list[tuple[str, tuple[Node, ...]]]:
+    """(stream, nodes) for each maximal run of consecutive nodes on one stream."""
+    runs: list[tuple[str, list[Node]]] = []
+    for node in nodes:
+        stream = COMM_STREAM if node.op.communicates else COMPUTE_STREAM
+        if not runs or runs[-1][0] != stream:
+            runs.append((stream, []))
+        runs[-1][1].append(node)
+    return [(stream, tuple(run)) for stream, run in runs]
 
 
 def _chain_inputs(nodes: tuple[Node, ...], step_attrs: Value | None) -> list[Value]:

@@ -6,6 +6,9 @@ slot of its regst, sends "ready" to each consumer and "free" back to each produc
 actor acts once per iteration, in order, and messages between two actors arrive in the order
 they were sent, so the oldest slots always belong to the same iteration: the plan's order
 comes from the messages, with no scheduler deciding it.
+
+The tasks of an in-order stream also take turns (`Turns`): a stream whose tasks talk to
+other ranks must call them in the same order on every rank, iteration after iteration.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ class Actor:
         self._ready: list[deque] = []  # per input: ready slots (or pushed values), oldest first
         self._args: list[tuple[int, int]] = []  # per fn argument: (input number, output index)
         self._sink: Iterations | None = None  # set on sinks: they report each act
+        self.turns: Turns | None = None  # set on the tasks of an in-order stream
 
     # wiring (by the executor, before any thread starts)
     def read(self, producer: Actor, output: int) -> None:
@@ -46,6 +50,12 @@ class Actor:
             producer.consumers.append((self, number))
             self._ready.append(deque())
         self._args.append((number, output))
+
+    def after(self, producer: Actor) -> None:
+        """Act once per slot of `producer` too, without reading it (an order, not data)."""
+        self._producers.append((producer, len(producer.consumers)))
+        producer.consumers.append((self, len(self._ready)))
+        self._ready.append(deque())
 
     def allocate(self, quota: int, gates: dict[int, tuple[int, ...]]) -> None:
         self.regst = Regst(quota, len(self.consumers), gates)
@@ -69,6 +79,8 @@ class Actor:
     # acting
     def _try_act(self) -> None:
         while self.regst.has_free() and all(self._ready):
+            if self.turns is not None and not self.turns.holds(self):
+                return
             self._act()
 
     def _act(self) -> None:
@@ -89,12 +101,40 @@ class Actor:
         if self._sink is not None:
             self._report(self._sink, outputs)
         self.iteration += 1
+        if self.turns is not None:
+            self.turns.pass_on()
 
     def _compute(self, inputs: list) -> tuple:
         raise NotImplementedError
 
     def _report(self, iterations: Iterations, outputs: tuple) -> None:
         iterations.sink_done(self.iteration)
+
+
+class Turns:
+    """The tasks of one stream acting strictly in plan order, iteration-major: task 0, 1,
+    ..., n-1 of iteration i, then task 0 of iteration i+1. Readiness alone would let a task
+    whose inputs come early (a receive, which has none; a collective of the next iteration)
+    act before an earlier one: ranks would then match different calls, or a receive would
+    block the stream before the send it depends on. Used only by the stream's own thread."""
+
+    def __init__(self) -> None:
+        self._actors: list[Actor] = []
+        self._next = 0
+
+    def join(self, actor: Actor) -> None:
+        """`actor` takes the next turn of the order (wiring, in plan order)."""
+        actor.turns = self
+        self._actors.append(actor)
+
+    def holds(self, actor: Actor) -> bool:
+        return self._actors[self._next] is actor
+
+    def pass_on(self) -> None:
+        """The actor holding the turn has acted: the next one may, if it is ready."""
+        self._next = (self._next + 1) % len(self._actors)
+        actor = self._actors[self._next]
+        actor.stream.post(actor._try_act)
 
 
 class TaskActor(Actor):

@@ -49,6 +49,15 @@ class PerRunActor(Actor):
             self._act()
 
 
+class RunStartActor(PerRunActor):
+    """Emits nothing once per run: tasks that read nothing (a receive) act after it, once
+    per run started, instead of at once for runs nobody asked for."""
+
+    def _compute(self, inputs: list) -> tuple:
+        self._pushes.popleft()
+        return ()
+
+
 class FeedActor(PerRunActor):
     """Emits the array the caller passed to `run`."""
 

@@ -44,7 +44,7 @@ class TaskSpec:
     fn: Callable[..., tuple]  # fn(*input_arrays) -> tuple of output arrays (len n_out)
     inputs: tuple[tuple[str, int], ...]  # (producer task name, output index); feeds too
     n_out: int
-    stream: str = "compute"  # "compute" | "copy" | (later) "comm"
+    stream: str = "compute"  # "compute" | "comm" | "copy"
     mutates: tuple[int, ...] = ()  # input positions written in place
 
 
@@ -64,6 +64,9 @@ class PlanSpec:
     fetches: tuple[tuple[str, int], ...]  # outputs returned to the caller, in order
     variables: dict[str, object]  # name -> a holder with .array; task "var:<name>" emits it
     quota: int = 2  # default regst quota per task output
+    # streams whose tasks take turns: each acts once per iteration, in plan order, and a
+    # later iteration's task never overtakes an earlier one's (see `actor.Turns`)
+    in_order: frozenset[str] = frozenset()
 
 
 def variable_name(task_name: str) -> str | None:

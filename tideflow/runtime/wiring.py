@@ -8,12 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..framework.errors import TideflowError
-from .actor import Actor, TaskActor
+from .actor import Actor, TaskActor, Turns
 from .boundary import (
     DataSource,
     FeedActor,
     FetchActor,
     PerRunActor,
+    RunStartActor,
     SourceActor,
     SourcedFeedActor,
     VariablesActor,
@@ -34,7 +35,8 @@ class Network:
         self.iterations = iterations
         self.streams: dict[str, Stream] = {}
         self.fed: tuple[FeedActor, ...] = ()  # take `run`'s arrays, in that order
-        self.ticked: tuple[PerRunActor, ...] = ()  # variables, sourced feeds: one act per run
+        # variables, sourced feeds, the run start: one act per run
+        self.ticked: tuple[PerRunActor, ...] = ()
         self.sources: tuple[SourceActor, ...] = ()
 
     def stream(self, name: str) -> Stream:
@@ -86,6 +88,8 @@ def build_network(plan: PlanSpec, sources: Sequence[DataSource], max_in_flight: 
     actors: dict[str, Actor] = {}  # task name -> the actor running it
     slots: dict[str, int] = {}  # variable task -> its output of its stream's VariablesActor
     variables: dict[str, VariablesActor] = {}  # stream name -> the actor of its variables
+    turns = {name: Turns() for name in plan.in_order}
+    run_starts: list[RunStartActor] = []  # at most one, if some task reads nothing
 
     def output(producer: str, index: int) -> tuple[Actor, int]:
         return actors[producer], slots.get(producer, index)
@@ -101,6 +105,12 @@ def build_network(plan: PlanSpec, sources: Sequence[DataSource], max_in_flight: 
             actors[task.name] = group
             continue
         actor = actors[task.name] = _actor(task, plan, sourced, stream)
+        if task.stream in turns and isinstance(actor, TaskActor):
+            turns[task.stream].join(actor)
+        if not task.inputs and isinstance(actor, TaskActor):
+            if not run_starts:
+                run_starts.append(RunStartActor("run start", stream))
+            actor.after(run_starts[0])
         for producer, index in task.inputs:
             actor.read(*output(producer, index))
     for source, source_actor in zip(sources, source_actors, strict=True):
@@ -126,7 +136,7 @@ def build_network(plan: PlanSpec, sources: Sequence[DataSource], max_in_flight: 
     for actor, actor_waits in waits.items():
         quota = 1 if isinstance(actor, VariablesActor) and actor in written else plan.quota
         actor.allocate(quota if actor.consumers else 1, _gates(actor, actor_waits, by_consumer))
-    for actor in (*source_actors, *fetches):
+    for actor in (*source_actors, *run_starts, *fetches):
         actor.allocate(plan.quota if actor.consumers else 1, {})
     for actor in (*source_actors, *waits, *fetches):
         if not actor.consumers:
@@ -136,6 +146,7 @@ def build_network(plan: PlanSpec, sources: Sequence[DataSource], max_in_flight: 
     network.ticked = (
         *variables.values(),
         *(a for a in waits if isinstance(a, SourcedFeedActor)),
+        *run_starts,
     )
     network.sources = tuple(source_actors)
     return network

@@ -81,8 +81,10 @@ class CompiledGraph:
         stage = graph._graph_modules.pipeline_stage(get_world().rank)
         passes = pipeline(graph.config, stage)
         self.program: Program = run_passes(traced, passes, on_pass=log)
-        # NOTE: pipeline stages record what ran when (`Graph.timeline`)
-        self.plan = lower(self.program, graph.config.outputs_buffer_size, timed=stage is not None)
+        # NOTE: pipeline stages and steps that communicate record what ran when
+        # (`Graph.timeline`): a clock read where a chain's block changes
+        timed = stage is not None or any(n.op.communicates for n in self.program.nodes)
+        self.plan = lower(self.program, graph.config.outputs_buffer_size, timed=timed)
         self._max_in_flight = graph.config.outputs_buffer_size
         self._holders = [h for h in self.plan.variables.values() if hasattr(h, "tensor")]
         # The executors running the plan, by the data source feeding them (None: the calls'

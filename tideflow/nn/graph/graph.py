@@ -254,9 +254,9 @@ class Graph:
     def timeline(self) -> Timeline:
         """The schedule the latest step executed on every rank (collective: every rank calls
         it): the micro-batch forwards and backwards in the order and at the times they ran,
-        and the waits between them. Recorded for pipeline stages (modules given placements
-        with `set_stage`); empty otherwise. Print it, `save(path)` it as a Chrome trace, or
-        read its `bubble`."""
+        and the communication beside them. Recorded for steps that communicate (global
+        tensors on more than one rank) and pipeline stages; empty otherwise. Print it,
+        `save(path)` it as a Chrome trace, or read its `bubble` and `overlap`."""
         latest = self._latest
         return gather_timeline([] if latest is None else latest.timeline())
 
