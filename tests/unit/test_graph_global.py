@@ -4,6 +4,7 @@ tensors stay global, the layout is part of the input signature, and debug shows 
 of values and the boxing the trace recorded. Real multi-rank runs: tests/dist."""
 
 import copy
+import itertools
 
 import numpy as np
 import pytest
@@ -178,10 +179,28 @@ def test_a_local_input_to_a_global_model_names_the_op():
         graph(flow.randn(8, 4), flow.randn(8, 3))
 
 
-def test_loss_scaling_of_global_parameters_is_refused_clearly():
-    model = par.module_to_global(_mlp(), ONE, S.broadcast)
-    graph = TrainGraph(model, flow.optim.SGD(model.parameters(), lr=0.1))
-    graph.config.enable_amp(True, dtype=flow.float16)
-    graph.set_grad_scaler(flow.amp.GradScaler())
-    with pytest.raises(TideflowError, match=r"loss scaling .* of global parameters"):
-        graph(*_batches(1)[0])
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # float16 overflows on purpose
+def test_loss_scaling_of_global_parameters_equals_a_local_graph():
+    """Skipped steps, backoff and growth as a local graph's; in a world of one the ranks
+    have nothing to agree on, so the plan has no collective."""
+    results = []
+    for where in (None, ONE):
+        model = _mlp() if where is None else par.module_to_global(_mlp(), where, S.broadcast)
+        graph = TrainGraph(model, flow.optim.SGD(model.parameters(), lr=0.1))
+        graph.config.enable_amp(True, dtype=flow.float16)
+        scaler = flow.amp.GradScaler(init_scale=2.0**20, growth_interval=2)
+        graph.set_grad_scaler(scaler)
+        steps = []
+        for x, y in _batches(6, where or ONE):
+            if where is None:
+                x, y = x.to_local(), y.to_local()
+            loss = graph(x, y)
+            steps.append((loss.numpy().item(), scaler.get_scale()))
+        assert "allreduce" not in {n.op.name for n in graph._latest.program.nodes}
+        results.append((steps, [p.detach().numpy() for p in model.parameters()]))
+    (local_steps, local_weights), (steps, weights) = results
+    assert steps == local_steps
+    changes = list(itertools.pairwise([2.0**20] + [s for _, s in steps]))
+    assert any(b < a for a, b in changes) and any(b > a for a, b in changes)  # backoff, growth
+    for got, want in zip(weights, local_weights, strict=True):
+        np.testing.assert_array_equal(got, want)

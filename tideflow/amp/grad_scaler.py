@@ -9,12 +9,19 @@ The scale and the growth tracker are 0-d tensors, and unscaling and the scale up
 tensor ops (`_unscale_grads_`, `_update_scale_`): an `nn.Graph` given the scaler
 (`set_grad_scaler`) registers the tensors as variables of its plan and traces the same two
 methods, so graph and eager code share one rule and `get_scale()` shows the graph's scale.
+
+With global parameters each rank checks its own shards of the gradients, and the ranks then
+agree: the flag is all-reduced (a MAX) over every rank that holds a part of the step (the
+parameters' placements and the scaled losses'), so an overflow in one rank's shard skips the
+step and backs the scale off on all of them. The scale and the tracker stay plain tensors of
+each rank: updated from the same flags, they stay equal on every rank.
 """
 
 from __future__ import annotations
 
 from enum import Enum
 
+from ..distributed.world import get_world
 from ..framework import dtype as dtypes
 from ..framework.errors import TideflowError
 from ..framework.grad_mode import no_grad
@@ -23,6 +30,7 @@ from ..ops.binary import where
 from ..ops.creation import tensor
 from ..ops.shape import stack
 from ..ops.unary import isfinite, logical_not
+from ..parallel.agreement import agree, agreeing_ranks
 
 
 class _Stage(Enum):
@@ -49,6 +57,9 @@ class GradScaler:
         self._backoff_factor = backoff_factor
         self._growth_interval = growth_interval
         self._per_optimizer: dict[int, dict] = {}
+        # the world ranks of the global losses scaled since the last update: they take part
+        # in agreeing on found_inf, as they read the scale (a stage with no parameters)
+        self._loss_ranks: set[int] = set()
 
     def is_enabled(self) -> bool:
         return self._enabled
@@ -70,6 +81,8 @@ class GradScaler:
         if not self._enabled:
             return outputs
         if isinstance(outputs, Tensor):
+            if outputs.is_global:
+                self._loss_ranks.update(outputs.placement.flat_ranks)
             return outputs * self.get_scale()
         if isinstance(outputs, list | tuple):
             return type(outputs)(self.scale(o) for o in outputs)
@@ -77,7 +90,7 @@ class GradScaler:
 
     def _state(self, optimizer) -> dict:
         return self._per_optimizer.setdefault(
-            id(optimizer), {"stage": _Stage.READY, "found_inf": False}
+            id(optimizer), {"stage": _Stage.READY, "found_inf": False, "ranks": ()}
         )
 
     @no_grad()
@@ -92,20 +105,34 @@ class GradScaler:
             )
         if state["stage"] is _Stage.STEPPED:
             raise TideflowError("unscale_() is being called after step().")
-        grads = [p.grad for group in optimizer.param_groups for p in group["params"]]
-        state["found_inf"] = bool(self._unscale_grads_([g for g in grads if g is not None]))
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        ranks = agreeing_ranks(params, self._loss_ranks)
+        state["found_inf"] = bool(self._unscale_grads_(params, ranks))
+        state["ranks"] = ranks
         state["stage"] = _Stage.UNSCALED
 
-    def _unscale_grads_(self, grads: list[Tensor]) -> Tensor:
-        """Multiply `grads` in place by 1/scale; whether any holds inf/NaN (a bool tensor)."""
+    def _unscale_grads_(self, params: list[Tensor], ranks: tuple[int, ...] = ()) -> Tensor:
+        """Multiply the gradients of `params` in place by 1/scale; whether any holds inf/NaN
+        (a bool tensor). A global gradient is checked on this rank's shard, and the ranks
+        `ranks` (`agreeing_ranks`) then agree on the answer: a collective over them."""
         inv = self._scale.double().reciprocal().float()  # PyTorch's rounding of 1/scale
         finite = []
-        for g in grads:
+        rank = get_world().rank
+        for p in params:
+            g = p.grad
+            if g is None:
+                continue
+            if g.is_global:
+                if g.placement.coordinate(rank) is None:
+                    continue  # another stage's: nothing of it here
+                # NOTE: the shard shares the gradient's memory: unscaled in place. A partial
+                # gradient's shard with inf/NaN makes the sum inf/NaN, so each rank checks its
+                # own shards and none has to gather them.
+                g = g.to_local()
             g.mul_(inv)
             finite.append(isfinite(g).all())
-        if not finite:
-            return tensor(False)
-        return logical_not(stack(finite).all())
+        found_inf = logical_not(stack(finite).all()) if finite else tensor(False)
+        return agree(found_inf, ranks) if ranks else found_inf
 
     def step(self, optimizer, *args, **kwargs):
         """`optimizer.step()` unless the unscaled gradients hold inf/NaN (then skipped)."""
@@ -130,9 +157,16 @@ class GradScaler:
         else:
             if not self._per_optimizer:
                 raise TideflowError("No inf checks were recorded prior to update().")
-            found_inf = any(s["found_inf"] for s in self._per_optimizer.values())
-            self._update_scale_(tensor(found_inf))
+            states = self._per_optimizer.values()
+            found_inf = tensor(any(s["found_inf"] for s in states))
+            groups = {s["ranks"] for s in states}
+            if len(groups) > 1:
+                # NOTE: optimizers of parameters on different ranks each agreed among their
+                # own ranks; the scale is one for all of them
+                found_inf = agree(found_inf, {r for g in groups for r in g})
+            self._update_scale_(found_inf)
         self._per_optimizer = {}
+        self._loss_ranks = set()
 
     def _update_scale_(self, found_inf: Tensor) -> None:
         """PyTorch's `_amp_update_scale_` in tensor ops: after an overflow multiply the scale

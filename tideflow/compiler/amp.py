@@ -9,7 +9,9 @@ step overflows is known only when the plan runs:
 - the scaler's scale and growth tracker are variables of the plan;
 - each backward in build starts from the scale instead of ones (`Tracer.scale_backward_seeds`);
 - after build the gradients are unscaled and checked for inf/NaN (`found_inf`) and the scale
-  is updated, by the scaler's own tensor ops (`_unscale_grads_`, `_update_scale_`);
+  is updated, by the scaler's own tensor ops (`_unscale_grads_`, `_update_scale_`); with
+  global parameters each rank checks its shards and an all-reduce node makes found_inf one
+  answer on every rank of the graph's placements, so all of them skip a step or none does;
 - every optimizer update becomes `guarded(update)`, which does nothing when `found_inf`;
 - `found_inf` is also written to a variable of the plan: after a skipped step the
   optimizers' Python counters (step counts, which their step advanced when the update was
@@ -30,6 +32,7 @@ from ..framework.registry import OpDef
 from ..framework.sbp import B, Signature
 from ..framework.tensor import Tensor
 from ..ops.creation import tensor
+from ..parallel.agreement import agreeing_ranks
 
 _autocast: Callable | None = None
 
@@ -83,6 +86,7 @@ class LossScaling:
 
     def __init__(self, scaler, tracer, holder: Callable[[Tensor], object]) -> None:
         self.scaler = scaler
+        self.tracer = tracer
         # NOTE: a variable the plan writes each call, so the host can read whether the step
         # was skipped (reading it waits for the run) without an extra output.
         self.found_inf = tensor(False)
@@ -96,15 +100,16 @@ class LossScaling:
 
     def unscale_and_update(self, optimizers) -> Tensor:
         """Inside the trace, after build: unscale the optimized parameters' gradients in place
-        and update the scale; the boolean 0-d `found_inf` to guard the updates with."""
-        grads = {
-            id(p): p.grad
-            for opt in optimizers
-            for group in opt.param_groups
-            for p in group["params"]
-            if p.grad is not None
+        and update the scale; the boolean 0-d `found_inf` to guard the updates with.
+
+        With global parameters found_inf is agreed (a traced all-reduce) by the ranks of the
+        graph's parameters, variables and inputs: every rank that reads the scale (a last
+        stage whose backward starts from it may hold no parameters, but holds the targets)."""
+        params = {
+            id(p): p for opt in optimizers for group in opt.param_groups for p in group["params"]
         }
-        found_inf = self.scaler._unscale_grads_(list(grads.values()))
+        ranks = agreeing_ranks(params.values(), self.tracer.source_ranks())
+        found_inf = self.scaler._unscale_grads_(list(params.values()), ranks)
         self.scaler._update_scale_(found_inf)
         self.found_inf.copy_(found_inf)
         return found_inf

@@ -116,6 +116,13 @@ class Tracer:
         """Registered variables by the id of their tensor's array."""
         return dict(self._by_array)
 
+    def source_ranks(self) -> set[int]:
+        """The world ranks of the placements of the graph's inputs and variables so far.
+        Unlike the ranks of the values ops compute, the same set on every rank: each rank
+        records only its own part of the ops, but every rank has every input and variable."""
+        values = [*self._feeds, *(v.value for v in self._variables.values())]
+        return {r for p in {v.placement for v in values} - {None} for r in p.flat_ranks}
+
     # -- scopes ---------------------------------------------------------------------------
     @property
     def current_scope(self) -> Scope | None:

@@ -102,12 +102,6 @@ class CompiledGraph:
         _register_state(tracer, graph)
         scaler = graph._grad_scaler
         scaling = graph.training and scaler is not None and scaler.is_enabled()
-        if scaling and any(isinstance(p, GlobalTensor) for p in _optimized(self._optimizers)):
-            raise TideflowError(
-                f"nn.Graph {graph.name}: loss scaling (set_grad_scaler) of global parameters "
-                "is not supported yet: the scale and the inf check are per process; train "
-                "global models without a grad scaler (bfloat16 autocast needs none)"
-            )
         self._amp = LossScaling(scaler, tracer, TensorHolder) if scaling else None
         found_inf = None
         steps = graph.config.gradient_accumulation_steps
