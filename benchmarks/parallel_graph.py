@@ -1,12 +1,14 @@
 """Parallel graphs on 2 ranks: data-parallel training steps of W1 (MLP 784-1024-1024-10,
 global batch 128, Adam) and W3 (GPT 4x256, block 128, global batch 8, AdamW) as an nn.Graph
 over global tensors, as eager DistributedDataParallel, and as PyTorch DDP (gloo) in the same
-run; the per-rank memory of W3's parameters, gradients' buffers and optimizer state with
-ZeRO stages 0, 1 and 2; then the measured bubble of a 2-stage pipeline against 1F1B's ideal
-(p-1)/(m+p-1).
+run; the per-rank memory of W3's parameters, optimizer state and transient arrays (the
+memory plan's peak) with ZeRO stages 0 to 3; then the measured bubble of a 2-stage pipeline
+against 1F1B's ideal (p-1)/(m+p-1).
 
-`python benchmarks/parallel_graph.py [--steps N] [--threads T]` starts itself on 2 ranks with
-the launcher; each process gets T BLAS threads (default 1: one core per rank). The three
+`python benchmarks/parallel_graph.py [--steps N] [--threads T] [--only PART]` starts itself
+on 2 ranks with the launcher; each process gets T BLAS threads (default 1: one core per
+rank); `--only data|zero|pipeline` runs one of the three parts (PyTorch is needed only for
+the data-parallel comparison). The three
 data-parallel steps are interleaved (one of each, round after round), so a busy machine
 slows them alike; each step ends when its loss is on the host, and every rank reports the
 median of the slowest rank's step times.
@@ -20,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
 
 import numpy as np
@@ -149,11 +152,15 @@ def _mib(tensors) -> float:
 
 
 def zero_memory(n: int) -> list[str]:
-    """W3 data parallel on 2 ranks: what rank 0 holds with each ZeRO stage."""
-    lines = ["ZeRO, W3 data parallel (rank 0)   params  opt. state  transient peak  ms/step"]
+    """W3 data parallel on 2 ranks: what rank 0 holds with each ZeRO stage (MiB): its
+    parameters (stage 3: their slices), optimizer state, and the peak of transient arrays
+    in a step (gradients, activations, stage 3's gathered parameters): the memory plan's,
+    and the one measured (tracemalloc, one more step: the streams run as they do)."""
+    lines = ["ZeRO, W3 data parallel (rank 0)   params  opt. state  transient peak "
+             "(plan / measured)  ms/step"]  # fmt: skip
     _, make_model, make_opt, batch, gpt = _workloads()[1]
     where = par.placement("cpu", list(range(dist.get_world_size())))
-    for stage in (0, 1, 2):
+    for stage in (0, 1, 2, 3):
         flow.manual_seed(0)
         model = par.module_to_global(make_model(flow), where, S.broadcast)
         opt = make_opt(flow, model.parameters())
@@ -168,9 +175,13 @@ def zero_memory(n: int) -> list[str]:
                 times.append(time.perf_counter() - start)
         state = [t for s in opt.state.values() for t in s.values() if isinstance(t, flow.Tensor)]
         peak = graph._latest.program.memory.peak_bytes / 2**20
+        tracemalloc.start()  # NOTE: counts what is allocated from here on, every thread's
+        graph(x, y).to_local().numpy()
+        measured = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
         lines.append(
             f"  stage {stage}                      {_mib(model.parameters()):6.1f}  "
-            f"{_mib(state):10.1f}  {peak:14.1f}  {_slowest_median(times):7.1f}"
+            f"{_mib(state):10.1f}  {peak:14.1f} / {measured:8.1f}  {_slowest_median(times):7.1f}"
         )
     return lines
 
@@ -213,18 +224,23 @@ def pipeline_bubble(n: int) -> list[str]:
 
 
 def _on_ranks(args) -> None:
-    import torch
-
-    torch.set_num_threads(args.threads)
     rank, size = dist.get_rank(), dist.get_world_size()
-    torch.distributed.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=rank, world_size=size
-    )
-    lines = data_parallel(torch, args.steps) + zero_memory(args.steps)
-    lines += pipeline_bubble(args.steps)
+    lines = []
+    if args.only in (None, "data"):
+        import torch
+
+        torch.set_num_threads(args.threads)
+        torch.distributed.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=rank, world_size=size
+        )
+        lines += data_parallel(torch, args.steps)
+        torch.distributed.destroy_process_group()
+    if args.only in (None, "zero"):
+        lines += zero_memory(args.steps)
+    if args.only in (None, "pipeline"):
+        lines += pipeline_bubble(args.steps)
     if rank == 0:
         print("\n".join(lines))
-    torch.distributed.destroy_process_group()
 
 
 def main() -> None:
@@ -232,6 +248,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=15)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--port", type=int, default=29531)
+    parser.add_argument("--only", choices=("data", "zero", "pipeline"), help="run one part")
     parser.add_argument("--on-ranks", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.on_ranks:
@@ -241,6 +258,8 @@ def main() -> None:
     env["OPENBLAS_NUM_THREADS"] = str(args.threads)
     launch = [sys.executable, "-m", "tideflow.distributed.launch", "--nproc_per_node", "2"]
     script = [__file__, "--on-ranks", "--steps", str(args.steps), "--threads", str(args.threads)]
+    if args.only:
+        script += ["--only", args.only]
     sys.exit(subprocess.run([*launch, *script, "--port", str(args.port)], env=env).returncode)
 
 

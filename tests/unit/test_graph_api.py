@@ -218,15 +218,17 @@ def test_config_validates_and_records():
     )
 
 
-def test_zero_leaves_a_local_graph_as_it_is_and_refuses_stage_3():
+@pytest.mark.parametrize("stage", [2, 3])
+def test_zero_leaves_a_local_graph_as_it_is(stage):
     model = _linear()
+    shape = model.weight.shape
     graph = Train(model, flow.optim.Adam(model.parameters(), lr=0.1))
-    graph.config.enable_zero(True, stage=2)  # no data-parallel axis: nothing to shard
+    graph.config.enable_zero(True, stage=stage)  # no data-parallel axis: nothing to shard
     graph(flow.ones(1, 3))
     assert all(t.shape == p.shape for p, s in graph._optimizers[0][0].state.items()
                for t in s.values() if isinstance(t, flow.Tensor))  # fmt: skip
-    with pytest.raises(NotImplementedError, match=r"stage 3 .* is not implemented"):
-        graph.config.enable_zero(True, stage=3)
+    assert model.weight.is_local and model.weight.shape == shape
+    assert "parameter gather" not in str(graph._latest.program)
 
 
 def test_outputs_buffer_size_is_the_plan_quota():

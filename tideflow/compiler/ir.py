@@ -90,14 +90,16 @@ class Scope:
     enclosing modules when it sets none), the activation-checkpointing segment it belongs to
     (one per call of the outermost checkpointed module, None outside them), the phase: the
     forward computation, the backward of a forward node of that scope, or a forward node
-    recomputed for the backward (`passes.checkpoint`), and the micro-batch of gradient
-    accumulation it computes (None without accumulation)."""
+    recomputed for the backward (`passes.checkpoint`), the micro-batch of gradient
+    accumulation it computes (None without accumulation), and whether it all-gathers a
+    parameter that ZeRO stage 3 keeps sharded between steps (`passes.regather`)."""
 
     module: str = ""
     stage_id: int | None = None
     checkpoint: int | None = None
     phase: str = FORWARD
     micro_batch: int | None = None
+    gather: bool = False
 
     def __str__(self) -> str:
         parts = [self.module or "build"]
@@ -109,6 +111,8 @@ class Scope:
             parts.append(f"checkpoint {self.checkpoint}")
         if self.phase != FORWARD:
             parts.append(self.phase)
+        if self.gather:
+            parts.append("parameter gather")
         return ", ".join(parts)
 
 

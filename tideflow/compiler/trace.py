@@ -162,7 +162,8 @@ class Tracer:
     def _scope_backward(self, node, scope: Scope | None) -> None:
         """Make the ops `node`'s backward dispatches (and the engine's gradient additions
         after it) carry `scope`, marked as backward."""
-        scope = replace(scope or Scope(), phase=BACKWARD)
+        # NOTE: a parameter gather's backward (its gradient's reduce-scatter) is no gather
+        scope = replace(scope or Scope(), phase=BACKWARD, gather=False)
 
         def enter(grad) -> None:
             self._backward_scope = scope

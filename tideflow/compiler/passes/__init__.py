@@ -17,6 +17,7 @@ from .fold import fold_constants
 from .fuse import fuse_elementwise
 from .memory import plan_memory
 from .pipeline import schedule_micro_batches
+from .regather import regather_parameters
 from .simplify import simplify
 
 Pass = Callable[[Program], Program]
@@ -30,6 +31,8 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("fuse_boxing", fuse_boxing),
     # NOTE: after CSE, which would merge the recomputed nodes back into the originals.
     ("recompute_checkpointed", recompute_checkpointed),
+    # NOTE: after checkpointing, so recomputed forward nodes read a gather of the backward.
+    ("regather_parameters", regather_parameters),
     ("fuse_elementwise", fuse_elementwise),
     ("plan_memory", plan_memory),
 )
@@ -79,6 +82,7 @@ __all__ = [
     "pipeline",
     "plan_memory",
     "recompute_checkpointed",
+    "regather_parameters",
     "run_passes",
     "schedule_micro_batches",
     "simplify",

@@ -22,7 +22,7 @@ from ...runtime import DataSource, Executor
 from .pending import PendingTensor, PlanRuns, hold, pending_output
 from .source import GraphSource
 from .structure import flatten_outputs, unflatten
-from .zero import gather_into, shard_state, sharded_updates
+from .zero import gather_into, gathered, shard_parameters, shard_state, sharded_updates
 
 # NOTE: the holders of variables read the slot `_data`, never waiting: the plan reading its
 # own variables is ordered by the plan, while eager code waits for it (`pending.hold`).
@@ -98,6 +98,10 @@ class CompiledGraph:
 
     def _trace(self, graph, inputs: Sequence[Tensor], input_spec) -> Program:
         """Build on lazy inputs, then the optimizers' updates of the gradients it left."""
+        zero = graph.config.zero_options if graph.config.zero else {}
+        sharded = {}  # ZeRO stage 3: parameter -> the layout build computes with
+        if zero.get("stage") == 3:
+            sharded = shard_parameters(self._optimizers, zero["shard_min_size"])
         tracer = Tracer()
         _register_state(tracer, graph)
         scaler = graph._grad_scaler
@@ -108,10 +112,10 @@ class CompiledGraph:
         with tracer, graph._graph_modules.scopes(tracer, graph._modules):
             feeds = [_feed(tracer, t) for t in inputs]
             if steps == 1:
-                outputs, self.output_spec = _build(graph, tracer, feeds, input_spec)
+                outputs, self.output_spec = _build(graph, tracer, feeds, input_spec, None, sharded)
             else:
                 outputs, self.output_spec = _build_micro_batches(
-                    graph, tracer, feeds, input_spec, steps
+                    graph, tracer, feeds, input_spec, steps, sharded
                 )
             if self._amp is not None:
                 found_inf = self._amp.unscale_and_update(self._optimizers)
@@ -119,9 +123,8 @@ class CompiledGraph:
         if self._grads:
             calls = _on_this_rank(self._capture())
             layouts = {}
-            if graph.config.zero:
-                min_size = graph.config.zero_options["shard_min_size"]
-                layouts, calls = shard_state(self._optimizers, calls, min_size)
+            if zero:  # stage 3's state is laid out as its sharded parameter already
+                layouts, calls = shard_state(self._optimizers, calls, zero["shard_min_size"])
             _register_optimizer_state(tracer, self._optimizers)
             with tracer:  # ZeRO's slicing is traced
                 local, gathers = sharded_updates(calls, layouts)
@@ -296,23 +299,26 @@ def _feed(tracer: Tracer, t: Tensor) -> Tensor:
     return new_global(shard, t._placement, t._nd_sbp, t._logical)
 
 
-def _build(graph, tracer: Tracer, feeds: list[Tensor], input_spec, micro: tuple | None = None):
+def _build(graph, tracer: Tracer, feeds: list[Tensor], input_spec, micro: tuple | None = None,
+           sharded: dict | None = None):  # fmt: skip
     """Call build on the lazy inputs; its outputs flattened, and their nesting. With AMP, each
     call is its own autocast region, as each eager step is (casts cached in a region cannot
     serve two backwards). `micro`: (k, n): build on micro-batch k of n, cut from each input
-    in its scope, so every node of the micro-batch knows it is one."""
+    in its scope, so every node of the micro-batch knows it is one. `sharded`: ZeRO stage 3's
+    parameters, gathered for the call (`zero.gathered`)."""
     with tracer.scope(Scope(micro_batch=None if micro is None else micro[0])):
         if micro is not None:
             k, n = micro
             feeds = [f[k * (f.shape[0] // n) : (k + 1) * (f.shape[0] // n)] for f in feeds]
         it = iter(feeds)
         args, kwargs = unflatten(input_spec[0], it), unflatten(input_spec[1], it)
-        with autocast_region(graph.config):
+        with autocast_region(graph.config), gathered(graph, tracer, sharded or {}):
             out = graph.build(*args, **kwargs)
     return flatten_outputs(out, _location(graph.build))
 
 
-def _build_micro_batches(graph, tracer: Tracer, feeds: list[Tensor], input_spec, steps: int):
+def _build_micro_batches(graph, tracer: Tracer, feeds: list[Tensor], input_spec, steps: int,
+                         sharded: dict):  # fmt: skip
     """OneFlow's gradient accumulation: each input is split along dim 0 into `steps`
     micro-batches and build runs on each in turn; the backward of each adds to the
     gradients, so the optimizer updates once with their sum. Outputs are packed along dim 0:
@@ -327,7 +333,7 @@ def _build_micro_batches(graph, tracer: Tracer, feeds: list[Tensor], input_spec,
     micro_outputs = []
     spec = None
     for k in range(steps):
-        outputs, micro_spec = _build(graph, tracer, feeds, input_spec, (k, steps))
+        outputs, micro_spec = _build(graph, tracer, feeds, input_spec, (k, steps), sharded)
         if spec is not None and micro_spec != spec:
             raise TideflowError(
                 "nn.Graph: build() returned differently nested outputs for two micro-batches"

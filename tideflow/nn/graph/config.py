@@ -78,15 +78,13 @@ class GraphConfig:
                     shard_restore_level: int = 1) -> None:  # fmt: skip
         """ZeRO over the data-parallel axes of global parameters (see `nn/graph/zero.py`):
         stage 1 shards optimizer state and updates (2: with the gradient reduce-scattered,
-        which stage 1 gets too); stage 3 (parameters sharded) is not implemented. Parameters
-        under `shard_min_size` elements stay whole."""
+        which stage 1 gets too); stage 3 shards the parameters too: from the first call on
+        each is a global tensor split like its state (same logical value, 1/n of it on each
+        rank), gathered inside the step right before it is used, in forward and again in
+        backward. Parameters under `shard_min_size` elements stay whole, with whole state.
+        `shard_restore_level` is recorded for OneFlow compatibility and not used."""
         if stage not in (1, 2, 3):
             raise ValueError(f"enable_zero: stage must be 1, 2 or 3, got {stage!r}")
-        if mode and stage == 3:
-            raise NotImplementedError(
-                "enable_zero: stage 3 (sharded parameters) is not implemented; stages 1 and 2 "
-                "shard optimizer state, updates and gradients"
-            )
         self.zero = bool(mode)
         self.zero_options = dict(
             stage=stage, shard_min_size=shard_min_size, shard_restore_level=shard_restore_level
