@@ -82,6 +82,32 @@ def test_communication_runs_on_its_stream_beside_the_compute_that_does_not_wait_
     np.testing.assert_array_equal(got, interpret(program, [x])[0])
 
 
+def test_communication_runs_at_most_one_compute_chain_ahead():
+    """Collectives that read only variables (ZeRO-3's gathers) are ready at once; each waits
+    for the compute chain before the previous one, so no more than one is fetched ahead."""
+    spans: list = []
+    w = flow.tensor([1.0, 2.0])
+    gathers = [_timed_op(f"gather{k}", spans, 0.0, communicates=True) for k in range(3)]
+    layers = [_timed_op(f"layer{k}", spans, 0.02, communicates=False) for k in range(3)]
+
+    def step(x):
+        for gather, layer in zip(gathers, layers, strict=True):
+            x = dispatch(layer, (x + dispatch(gather, (w,), {}),), {})
+        return x
+
+    program = trace(step, ((2,), F32), variables={"w": w})
+    plan = lower(program)
+    # gather0 | x + w, layer0 | gather1 | ..., layer1 | gather2 | ..., layer2
+    assert [t.after for t in plan.tasks if t.name.startswith("chain:")] == [
+        (), (), (), (), ("chain:1",), ()
+    ]  # fmt: skip
+    x = np.array([1.0, -1.0], np.float32)
+    got = _run(plan, x)[0]
+    ran = {name: (start, end) for name, start, end in spans}
+    assert ran["gather2"][0] >= ran["layer0"][1]
+    np.testing.assert_array_equal(got, interpret(program, [x])[0])
+
+
 def test_a_chain_drops_each_intermediate_after_its_last_use():
     n = 1 << 18  # 1 MiB of float32
     program = trace(lambda x: ((((x + 1) * 2) - 3) * 4 + 5).exp(), ((n,), F32))

@@ -101,6 +101,10 @@ BAD_PLANS = {
         plan(feed(), task("a", _double, "x", mutates=(1,))),
         r"task 'a' mutates input 1, but it has 1 input\(s\)",
     ),
+    "after a later task": (
+        plan(feed(), TaskSpec("a", _double, (("x", 0),), 1, after=("b",)), task("b", _double, "x")),
+        "task 'a' comes after 'b', which is not an earlier task",
+    ),
     "fn not callable": (plan(feed(), task("a", None, "x")), "task 'a': fn must be callable"),
     "unknown fetch": (plan(feed(), fetches=("y",)), "fetch 0 reads 'y', which is not"),
     "quota": (plan(feed(), quota=0), "plan quota must be an integer >= 1, got 0"),
@@ -408,6 +412,20 @@ def test_a_task_that_reads_nothing_acts_once_per_run_started():
         results = [executor.run((np.array(i),)) for i in range(3)]
         assert [int(r.result()[0]) for r in results] == [0, 1, 2]
     assert calls == ["receive"] * 3
+
+
+def test_a_task_after_another_acts_after_it_in_each_run():
+    calls: list[str] = []
+    p = plan(
+        feed(),
+        task("first", _recorded(calls, "first", TICK), "x"),
+        TaskSpec("then", _recorded(calls, "then"), (("x", 0),), 1, stream="comm", after=("first",)),
+        fetches=("first", "then"),
+    )
+    with Executor(p) as executor:
+        for run in [executor.run((np.array(i),)) for i in range(3)]:
+            run.result()
+    assert calls == ["first", "then"] * 3
 
 
 def test_max_in_flight_makes_run_wait():

@@ -88,6 +88,7 @@ def lower(program: Program, quota: int = 2, timed: bool = False) -> PlanSpec:
                 len(outputs),
                 stream=stream,
                 mutates=tuple(j for j, v in enumerate(inputs) if v in written),
+                after=_look_ahead(chains, i),
             )
         )
         sources.update((v, (name, j)) for j, v in enumerate(outputs))
@@ -105,6 +106,18 @@ def _runs_by_stream(nodes: tuple[Node, ...]) -> list[tuple[str, tuple[Node, ...]
             runs.append((stream, []))
         runs[-1][1].append(node)
     return [(stream, tuple(run)) for stream, run in runs]
+
+
+def _look_ahead(chains: list[tuple[str, tuple[Node, ...]]], i: int) -> tuple[str, ...]:
+    """What communicating chain `i` waits for besides its inputs: the compute chain before
+    the previous one. Streams alternate, so that is chain i-3, and communication runs at
+    most one compute chain ahead of where the program has it (a layer's gather beside the
+    layer before it). Unbounded, communication that reads only variables (ZeRO-3's gathers)
+    or nothing (receives) would all run at the start of the step, holding every gathered
+    parameter and received activation at once."""
+    if chains[i][0] != COMM_STREAM or i < 3:
+        return ()
+    return (f"chain:{i - 3}",)
 
 
 def _chain_inputs(nodes: tuple[Node, ...], step_attrs: Value | None) -> list[Value]:

@@ -46,6 +46,7 @@ class TaskSpec:
     n_out: int
     stream: str = "compute"  # "compute" | "comm" | "copy"
     mutates: tuple[int, ...] = ()  # input positions written in place
+    after: tuple[str, ...] = ()  # earlier tasks that act before it in each run (no data)
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,11 @@ def _check_task(task: TaskSpec, n_out: dict[str, int], plan: PlanSpec) -> None:
         raise PlanError(f"task {task.name!r}: stream must be a non-empty string")
     for producer, index in task.inputs:
         _check_output(f"task {task.name!r}", producer, index, n_out)
+    for producer in task.after:
+        if producer not in n_out:
+            raise PlanError(
+                f"task {task.name!r} comes after {producer!r}, which is not an earlier task"
+            )
     for position in task.mutates:
         if not 0 <= position < len(task.inputs):
             raise PlanError(
@@ -113,7 +119,7 @@ def _check_task(task: TaskSpec, n_out: dict[str, int], plan: PlanSpec) -> None:
             )
     var = variable_name(task.name)
     is_root = task.name in plan.feeds or var is not None
-    if is_root and (task.inputs or task.n_out != 1):
+    if is_root and (task.inputs or task.after or task.n_out != 1):
         kind = "variable" if var is not None else "feed"
         raise PlanError(
             f"{kind} task {task.name!r} must have no inputs and n_out=1, got "

@@ -107,12 +107,14 @@ def build_network(plan: PlanSpec, sources: Sequence[DataSource], max_in_flight: 
         actor = actors[task.name] = _actor(task, plan, sourced, stream)
         if task.stream in turns and isinstance(actor, TaskActor):
             turns[task.stream].join(actor)
-        if not task.inputs and isinstance(actor, TaskActor):
+        if not task.inputs and not task.after and isinstance(actor, TaskActor):
             if not run_starts:
                 run_starts.append(RunStartActor("run start", stream))
             actor.after(run_starts[0])
         for producer, index in task.inputs:
             actor.read(*output(producer, index))
+        for producer in task.after:
+            actor.after(actors[producer])
     for source, source_actor in zip(sources, source_actors, strict=True):
         for index, feed in enumerate(source.feeds):
             actors[feed].read(source_actor, index)
