@@ -2,9 +2,12 @@
 
     tideflow train gpt [--steps N --batch-size B --n-layer L ... --out PATH --seed S]
     tideflow sample gpt CHECKPOINT [--tokens N --prompt TEXT --temperature T --top-k K]
+    python -m tideflow.distributed.launch --nproc_per_node 8 -m tideflow train gpt \
+        --dp 2 --tp 2 --pp 2
 
 `train gpt` is the loop behind `make demo`: a character-level GPT on CPython's documentation
 text (see `tideflow.models.char_gpt`). Every field of `CharGPTTrainConfig` is an option.
+With --dp/--tp/--pp every rank of the job runs it (rank 0 prints and writes the checkpoint).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import types
 import typing
 
 from . import __version__
+from .distributed.world import get_world
 from .framework.errors import TideflowError
 from .models.char_gpt import (
     CharGPTTrainConfig,
@@ -23,6 +27,7 @@ from .models.char_gpt import (
     sample_text,
     train_char_gpt,
 )
+from .models.gpt_parallel import check_gpt_parallel
 
 _METAVARS = {int: "N", float: "X", str: "TEXT"}
 
@@ -51,11 +56,16 @@ def _add_config_options(parser: argparse.ArgumentParser, config_class) -> None:
 
 def _train_gpt(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     names = [f.name for f in dataclasses.fields(CharGPTTrainConfig)]
+    world = get_world()
     try:
         config = CharGPTTrainConfig(**{name: getattr(args, name) for name in names})
+        if config.uses_graph or world.size > 1:
+            check_gpt_parallel(config, config.dp, config.tp, config.pp, world.size)
     except ValueError as e:
         parser.error(str(e))
     result = train_char_gpt(config)
+    if world.rank != 0:  # a parallel run reports once
+        return 0
     print(
         f"done: {result.steps} steps in {result.train_seconds:.1f} s "
         f"({result.tokens_per_second:,.0f} tokens/s); val loss {result.val_loss:.4f} nats vs "

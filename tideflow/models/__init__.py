@@ -7,6 +7,7 @@ and the character-level data and training loop of the GPT demo.
 from .bert import BertConfig, BertForMaskedLM, BertModel, BertModelOutput
 from .chardata import CharTokenizer, pydoc_text, random_blocks, train_val_split, unigram_entropy
 from .gpt import GPT, GPTConfig
+from .gpt_parallel import GPTParallelLayout, parallelize_gpt
 from .lenet import LeNet5
 from .mlp import MLP
 from .resnet import (
@@ -31,8 +32,10 @@ __all__ = [
     "Bottleneck",
     "CharTokenizer",
     "GPTConfig",
+    "GPTParallelLayout",
     "LeNet5",
     "ResNet",
+    "parallelize_gpt",
     "pydoc_text",
     "random_blocks",
     "resnet18",

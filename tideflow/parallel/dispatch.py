@@ -269,7 +269,9 @@ def _local_attrs(op: OpDef, attrs: dict, sigs: list, metas: list) -> dict | None
     changed = []
     for sig in sigs:
         local = op.local_attrs(attrs, sig, *metas)
-        if local != attrs and local not in changed:
+        # NOTE: `attrs` itself back means no constraint; an equal copy is one: reshape(64, -1)
+        # of a (S(0), S(2)) tensor needs (64, -1) over one axis and (-1, 82) over the other.
+        if local is not attrs and local not in changed:
             changed.append(local)
     if len(changed) > 1:
         return None

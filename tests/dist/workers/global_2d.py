@@ -1,6 +1,7 @@
 """Run on every rank under mpiexec -n 4: global tensors on the 2x2 placement [[0, 1], [2, 3]]
 against the single-process results: every n-D conversion forward and backward (nested and
-uneven splits included), matmul across n-D layouts, and a data x tensor parallel MLP."""
+uneven splits included), matmul across n-D layouts, a data x tensor parallel MLP, and
+reshapes with an inferred dim."""
 
 from __future__ import annotations
 
@@ -69,7 +70,17 @@ def check_hybrid_parallel_mlp() -> None:
     close(second.weight.detach().numpy(), ref2.weight.detach().numpy(), "second weight")
 
 
+def check_reshape_with_an_inferred_dim() -> None:
+    """reshape(64, -1) of a tensor split along dims 0 and 2 (a GPT's logits before the cross
+    entropy): the -1 written by the user is not where either axis's local shape has it."""
+    x = rng.standard_normal((8, 8, 82)).astype(np.float32)
+    t = global_of(x, GRID, (S.split(0), S.split(2)))
+    for shape in ((64, -1), (-1, 82), (64, 82)):
+        close(t.reshape(*shape).numpy(), x.reshape(64, 82), f"reshape{shape}")
+
+
 check_nd_boxing()
 check_nd_matmul()
 check_hybrid_parallel_mlp()
+check_reshape_with_an_inferred_dim()
 done()

@@ -19,6 +19,7 @@ from ...framework.tensor import Tensor, raw_data
 from ...ops.shape import cat, stack
 from ...parallel.global_tensor import GlobalTensor, new_global
 from ...runtime import DataSource, Executor
+from ..utils.clip_grad import clip_grad_norm_
 from .pending import PendingTensor, PlanRuns, hold, pending_output
 from .source import GraphSource
 from .structure import flatten_outputs, unflatten
@@ -119,6 +120,7 @@ class CompiledGraph:
                 )
             if self._amp is not None:
                 found_inf = self._amp.unscale_and_update(self._optimizers)
+            _clip_gradients(graph)
         self._grads = self._gradients(tracer)
         if self._grads:
             calls = _on_this_rank(self._capture())
@@ -260,6 +262,14 @@ class CompiledGraph:
         runs, self._runs = list(self._runs.values()), {}
         for r in runs:
             r.executor.close()
+
+
+def _clip_gradients(graph) -> None:
+    """The clipping `add_optimizer` was given, traced after every backward of the step (and
+    after unscaling): the `.grad`s are the trace's gradients here."""
+    for opt, max_norm, norm_type in graph._grad_clips:
+        params = [p for group in opt.param_groups for p in group["params"] if p.grad is not None]
+        clip_grad_norm_(params, max_norm, norm_type)
 
 
 def _optimized(optimizers) -> list[Tensor]:

@@ -63,6 +63,7 @@ class Graph:
         d["_name"] = f"{type(self).__name__}_{next(_graph_ids)}"
         d["_modules"] = OrderedDict()
         d["_optimizers"] = []
+        d["_grad_clips"] = []  # (optimizer, max_norm, norm_type) of add_optimizer's clipping
         d["_grad_scaler"] = None
         d["_plans"] = OrderedDict()
         d["_debug_level"] = -1
@@ -128,10 +129,18 @@ class Graph:
         """Whether the graph trains (an optimizer was added)."""
         return self.config.training
 
-    def add_optimizer(self, optim, *, lr_sch=None) -> None:
+    def add_optimizer(self, optim, *, lr_sch=None, clip_grad_max_norm: float | None = None,
+                      clip_grad_norm_type: float = 2.0) -> None:  # fmt: skip
         """Run `optim`'s step after `build` in every call (it must be one of tideflow.optim's
         optimizers: each step is one fused update per parameter), and `lr_sch.step()` after
-        the call, as an eager loop would after `optimizer.step()`."""
+        the call, as an eager loop would after `optimizer.step()`.
+
+        `clip_grad_max_norm`: before the step, scale the gradients of all of `optim`'s
+        parameters together so that their total `clip_grad_norm_type`-norm is at most this,
+        as `flow.nn.utils.clip_grad_norm_(params, max_norm)` between an eager loop's backward
+        and step does; with gradient accumulation, once, after the last micro-batch. Global
+        parameters may lie on several placements (pipeline stages). (OneFlow puts these two
+        keys in each parameter group and clips each group by itself.)"""
         if not hasattr(optim, "param_groups") or not callable(getattr(optim, "step", None)):
             raise TypeError(f"add_optimizer: expected an optimizer, got {type(optim).__name__}")
         if lr_sch is not None and not callable(getattr(lr_sch, "step", None)):
@@ -144,6 +153,12 @@ class Graph:
                 f"nn.Graph {self.name}: add_optimizer after the graph was compiled (first "
                 "called); add optimizers in __init__"
             )
+        if clip_grad_max_norm is not None:
+            if not float(clip_grad_max_norm) > 0:
+                raise ValueError(
+                    f"add_optimizer: clip_grad_max_norm must be positive, got {clip_grad_max_norm}"
+                )
+            self._grad_clips.append((optim, float(clip_grad_max_norm), float(clip_grad_norm_type)))
         self._optimizers.append((optim, lr_sch))
         self.config.training = True
 

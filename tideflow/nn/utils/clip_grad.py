@@ -1,4 +1,5 @@
-"""Gradient clipping: by the total norm of all gradients, or by value."""
+"""Gradient clipping: by the total norm of all gradients, or by value. Global tensors may
+lie on different placements (pipeline stages): their norms meet on the first one's."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ...framework.tensor import Tensor
 from ...ops.creation import tensor
 from ...ops.reduction import vector_norm
 from ...ops.shape import stack
+from ...parallel.sbp import broadcast
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm"]
 
@@ -38,8 +40,11 @@ def get_total_norm(
     if not tensors:
         return tensor(0.0)
     with no_grad():
-        norms = stack([vector_norm(t, norm_type) for t in tensors])
-        total_norm = vector_norm(norms, norm_type)
+        if any(t.is_global for t in tensors):
+            total_norm = _global_total_norm(tensors, norm_type)
+        else:
+            norms = stack([vector_norm(t, norm_type) for t in tensors])
+            total_norm = vector_norm(norms, norm_type)
     if error_if_nonfinite and not bool(total_norm.isfinite()):
         raise TideflowError(
             f"The total norm of order {norm_type} for gradients from `parameters` is "
@@ -68,7 +73,7 @@ def clip_grads_with_norm_(
         # norm's value: the step stays the same code whatever the data.
         clip_coef = (float(max_norm) / (total_norm + 1e-6)).clamp(max=1.0)
         for g in grads:
-            g.mul_(clip_coef)
+            g.mul_(_on_placement_of(g, clip_coef))
 
 
 def clip_grad_norm_(
@@ -115,3 +120,41 @@ def clip_grad_value_(
         for p in _as_list(parameters):
             if p.grad is not None:
                 p.grad.clamp_(min=-clip_value, max=clip_value)
+
+
+def _whole_on(t: Tensor, placement) -> Tensor:
+    return t.to_global(placement=placement, sbp=(broadcast,) * placement.ndim)
+
+
+def _on_placement_of(g: Tensor, value: Tensor) -> Tensor:
+    """`value` (0-d) where `g` is, when both are global on different placements."""
+    if g.is_global and value.is_global and g.placement != value.placement:
+        return _whole_on(value, g.placement)
+    return value
+
+
+def _global_total_norm(tensors: list[Tensor], norm_type: float) -> Tensor:
+    """The total norm of global tensors, on the first one's placement. A p-norm adds up
+    `|t|^p` where each tensor lies (a sum over a split dim is a partial sum: one scalar is
+    reduced, where a norm would gather the split tensor), then the placements' sums meet on
+    the first one; other orders (inf, 0) take the norm of the norms, as PyTorch does."""
+    if not all(t.is_global for t in tensors):
+        raise TideflowError(
+            "clip_grad_norm_: the gradients mix local and global tensors; make the whole "
+            "model global (or local)"
+        )
+    by_placement: dict = {}
+    for t in tensors:
+        by_placement.setdefault(t.placement, []).append(t)
+    first = tensors[0].placement
+    p_norm = 0 < norm_type < float("inf")
+    parts = []
+    for group in by_placement.values():
+        if p_norm:
+            part = stack([(t.abs() ** norm_type).sum() for t in group]).sum()
+        else:
+            part = vector_norm(stack([vector_norm(t, norm_type) for t in group]), norm_type)
+        parts.append(_whole_on(part, first))
+    if p_norm:
+        return stack(parts).sum() ** (1.0 / norm_type)
+    return vector_norm(stack(parts), norm_type)

@@ -16,7 +16,7 @@ from ...framework.dispatch import inplace as inplace_method
 from ...framework.errors import DTypeError, ShapeError
 from ...framework.node import is_float
 from ...framework.random import default_generator
-from .._rules import Meta, broadcast_only, defop, dispatch
+from .._rules import B, Meta, Signature, defop, dispatch
 from .softmax import reject_unless
 
 __all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d"]
@@ -40,12 +40,17 @@ def _dropout_kernel(x, *, p, noise_shape, generator):
     return out, keep
 
 
+def _dropout_sbp(x: Meta, **_) -> list[Signature]:
+    # NOTE: every rank must draw the same mask for a replicated result: no split layouts;
+    # both outputs (the result and the mask) are whole.
+    return [Signature((B,), (B, B))]
+
+
 _dropout = defop(
     "dropout",
     inputs=("input",),
     meta=_dropout_meta,
-    # NOTE: every rank must draw the same mask for a replicated result: no split layouts.
-    sbp=broadcast_only,
+    sbp=_dropout_sbp,
     kernels={"cpu": _dropout_kernel},
     grad=lambda ctx, gy, _gmask: (gy * ctx.out1 * _scale(ctx.p),),
     saves=("out1",),
