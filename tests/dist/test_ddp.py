@@ -13,7 +13,6 @@ import pytest
 import tideflow as flow
 import tideflow.parallel as par
 from tideflow.distributed.backend import LocalCommunicator, ReduceOp
-from tideflow.framework.dispatch import MODE
 from tideflow.framework.tensor import accumulator
 from tideflow.nn.parallel import DistributedDataParallel as DDP
 from tideflow.nn.parallel import distributed as ddp_impl
@@ -38,13 +37,6 @@ def test_global_creators_and_optimizers_match_one_process(launch, n):
     whose state follows global parameters (workers/ddp_global_training.py)."""
     every_rank_ok(launch(n, [str(WORKERS / "ddp_global_training.py")], timeout=180), n)
 
-
-@pytest.fixture
-def _restore_dispatch_mode():
-    """Global tensors install their dispatch handler; other tests run without it."""
-    prev = MODE.handler
-    yield
-    MODE.handler = prev
 
 
 def mlp(seed: int = 0):
@@ -172,7 +164,7 @@ def test_deprecated_arguments_warn_as_in_pytorch():
     assert model.broadcast_buffers is False
 
 
-@pytest.mark.usefixtures("_restore_dispatch_mode")
+@pytest.mark.usefixtures("local_dispatch")
 def test_a_global_module_is_not_replicated():
     model = mlp().to_global(par.placement("cpu", [0]), flow.sbp.broadcast)
     with pytest.raises(flow.TideflowError, match=r"parameters \['0.weight'.*are global"):
@@ -183,7 +175,7 @@ def test_a_global_module_is_not_replicated():
 ONE = par.placement("cpu", [0])
 
 
-@pytest.mark.usefixtures("_restore_dispatch_mode")
+@pytest.mark.usefixtures("local_dispatch")
 def test_creators_make_global_tensors_and_like_forms_follow_them():
     x = flow.arange(6.0, placement=ONE, sbp=flow.sbp.split(0), requires_grad=True)
     assert x.is_global and x.is_leaf and x.requires_grad and x.sbp == (flow.sbp.split(0),)
@@ -204,7 +196,7 @@ def test_creators_make_global_tensors_and_like_forms_follow_them():
          "needs a flow.placement and an sbp"),
     ],
 )  # fmt: skip
-@pytest.mark.usefixtures("_restore_dispatch_mode")
+@pytest.mark.usefixtures("local_dispatch")
 def test_creator_misuse_is_named(create, match):
     with pytest.raises(flow.TideflowError, match=match):
         create()

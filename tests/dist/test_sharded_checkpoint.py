@@ -16,7 +16,6 @@ import pytest
 
 import tideflow as flow
 import tideflow.parallel as par
-from tideflow.framework.dispatch import MODE
 from tideflow.io import sharded
 
 from ..unit.test_nn_layers import run_doctests
@@ -42,12 +41,7 @@ def test_saved_on_4_ranks_loads_on_4_2_and_1(launch, tmp_path):
 
 
 # -- a world of one ----------------------------------------------------------------------------
-@pytest.fixture(autouse=True)
-def _restore_dispatch_mode():
-    """Global tensors install their dispatch handler; other tests run without it."""
-    prev = MODE.handler
-    yield
-    MODE.handler = prev
+pytestmark = pytest.mark.usefixtures("local_dispatch")
 
 
 def g(array, where=ONE, sbp=None):

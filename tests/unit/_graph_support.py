@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tideflow.compiler import Program, TensorHolder, Tracer, Value
+from tideflow.framework.registry import kernel_for
 
 
 def trace(fn, *feeds, variables=None) -> Program:
@@ -28,7 +29,7 @@ def interpret(program: Program, feeds, step_attrs=None) -> list[np.ndarray]:
     for node in program.nodes:
         args = [env[a] if isinstance(a, Value) else a for a in node.operands]
         attrs = node.attrs if node.step_attrs is None else step_attrs[node.step_attrs]
-        out = node.op.kernels["cpu"](*args, **attrs)
+        out = kernel_for(node.op)(*args, **attrs)
         outs = (out,) if node.op.n_out == 1 else tuple(out or ())
         env.update(zip(node.outputs, map(np.asarray, outs), strict=True))
     return [np.array(env[v]) for v in program.fetches]

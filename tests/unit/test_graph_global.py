@@ -11,8 +11,8 @@ import pytest
 
 import tideflow as flow
 import tideflow.parallel as par
-from tideflow.framework.dispatch import MODE
 from tideflow.framework.errors import TideflowError
+from tideflow.models import GPT, GPTConfig
 
 S = par.sbp
 ONE = par.placement("cpu", [0])
@@ -20,12 +20,7 @@ GRID = par.placement("cpu", [[0]])
 SPLIT = S.split(0)
 
 
-@pytest.fixture(autouse=True)
-def _restore_dispatch_mode():
-    """Global tensors install their dispatch handler; other tests run without it."""
-    prev = MODE.handler
-    yield
-    MODE.handler = prev
+pytestmark = pytest.mark.usefixtures("local_dispatch")
 
 
 def _mlp():
@@ -204,3 +199,36 @@ def test_loss_scaling_of_global_parameters_equals_a_local_graph():
     assert any(b < a for a, b in changes) and any(b > a for a, b in changes)  # backoff, growth
     for got, want in zip(weights, local_weights, strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+class _GPTGraph(flow.nn.Graph):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.add_optimizer(flow.optim.AdamW(model.parameters(), lr=1e-2))
+        self.config.enable_amp(True, dtype=flow.bfloat16)
+
+    def build(self, idx, targets):
+        _, loss = self.model(idx, targets)
+        loss.backward()
+        return loss
+
+
+def test_autocast_casts_global_operands_before_their_layout_is_chosen():
+    """A bfloat16 GPT graph over global tensors equals the local graph: autocast (entered in
+    build, above the global mode) casts the logical operands, so attention's matmul of a
+    bfloat16 and a float32 tensor is never seen by the global mode."""
+    config = GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=16)
+    tokens = np.random.default_rng(0).integers(0, 11, (3, 4, 9))
+    losses = []
+    for where in (None, ONE):
+        flow.manual_seed(0)
+        model = GPT(config)
+        if where is not None:
+            model = par.module_to_global(model, where, S.broadcast)
+        graph = _GPTGraph(model)
+        batches = [(flow.tensor(t[:, :-1]), flow.tensor(t[:, 1:])) for t in tokens]
+        if where is not None:
+            batches = [tuple(a.to_global(where, SPLIT) for a in b) for b in batches]
+        losses.append([graph(*b).numpy().item() for b in batches])
+    assert losses[0] == losses[1]

@@ -16,7 +16,7 @@ from tideflow.compiler import TensorHolder, Tracer
 from tideflow.compiler.passes.comm import GRAPH_CHANNEL, own_communicators
 from tideflow.distributed.backend import ReduceOp
 from tideflow.distributed.groups import RankError
-from tideflow.framework.dispatch import MODE, dispatch
+from tideflow.framework.dispatch import dispatch
 from tideflow.parallel import sbp as S
 from tideflow.parallel.agreement import ALLREDUCE, GroupReduce, agree, agreeing_ranks
 
@@ -27,12 +27,7 @@ ONE = par.placement("cpu", [0])
 overflow_ok = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 
-@pytest.fixture(autouse=True)
-def _restore_dispatch_mode():
-    """Global tensors install their dispatch handler; other tests run without it."""
-    prev = MODE.handler
-    yield
-    MODE.handler = prev
+pytestmark = pytest.mark.usefixtures("local_dispatch")
 
 
 def test_agree_in_a_group_of_one_is_the_tensor_itself():

@@ -15,19 +15,13 @@ import pytest
 import tideflow as flow
 import tideflow.parallel as par
 from tideflow.framework.device import check_available
-from tideflow.framework.dispatch import MODE
 from tideflow.parallel import sbp as S
 
 ONE = par.placement("cpu", [0])
 GRID = par.placement("cpu", [[0]])
 
 
-@pytest.fixture(autouse=True)
-def _restore_dispatch_mode():
-    """Global tensors install their dispatch handler; other tests run without it."""
-    prev = MODE.handler
-    yield
-    MODE.handler = prev
+pytestmark = pytest.mark.usefixtures("local_dispatch")
 
 
 def g(array, sbp, where=ONE, requires_grad=False):
@@ -344,11 +338,11 @@ def test_create_global_checks_its_arguments():
 def test_the_local_path_has_no_handler_until_a_global_tensor_exists():
     code = (
         "import tideflow as flow, tideflow.parallel as par\n"
-        "from tideflow.framework.dispatch import MODE\n"
+        "from tideflow.framework.dispatch import runs_locally\n"
         "flow.ones(2) + 1\n"
-        "assert MODE.handler is None\n"
+        "assert runs_locally()\n"
         "x = flow.ones(2).to_global(par.placement('cpu', [0]), par.sbp.broadcast)\n"
-        "assert MODE.handler is not None\n"
+        "assert not runs_locally()\n"
         "assert not (flow.ones(2) + 1).is_global and (x + 1).is_global\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

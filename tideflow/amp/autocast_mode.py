@@ -1,10 +1,11 @@
 """`flow.autocast`: run selected ops in lower precision (bfloat16/float16) inside a region.
 
-Autocast is a dispatch mode: while active, a handler casts the floating operands of ops on
+Autocast is a dispatch mode: while active, it casts the floating operands of ops on
 PyTorch's CPU lists before they run: matrix products and convolutions to the autocast dtype,
 precision-sensitive ops (losses, reductions of products, linear algebra) to float32. Other
 ops run in whatever dtype their operands have. Casts of the same tensor are cached for the
-region, so a weight used by several ops is converted once.
+region, so a weight used by several ops is converted once. Entered above the global mode, it
+casts the logical tensors before their layout is chosen.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import functools
 import threading
 
 from ..framework import dtype as dtypes
-from ..framework.dispatch import MODE, run_local
 from ..framework.errors import DTypeError
+from ..framework.modes import dispatch_mode
 from ..framework.node import is_float
 from ..framework.tensor import Tensor
 from ..ops.conversion import cast
@@ -35,7 +36,7 @@ FLOAT32_OPS = frozenset(
 class _State(threading.local):
     dtype: dtypes.DType | None = None  # the active autocast dtype, None when disabled
     cache: dict | None = None  # casts of leaf tensors made in the outermost region
-    handler = None  # the dispatch handler this module installed
+    innermost: autocast | None = None  # the region whose dtype applies
 
 
 _STATE = _State()
@@ -62,17 +63,14 @@ def _cast(t: Tensor, target: dtypes.DType) -> Tensor:
     return out
 
 
-def _handler(prev):
-    def handle(op, args, attrs):
-        target = _STATE.dtype
-        if target is not None:
-            if op.name in LOWER_PRECISION_OPS:
-                args = _cast_floats(args, target)
-            elif op.name in FLOAT32_OPS:
-                args = _cast_floats(args, dtypes.float32)
-        return run_local(op, args, attrs) if prev is None else prev(op, args, attrs)
-
-    return handle
+def _cast_operands(op, args: tuple) -> tuple:
+    target = _STATE.dtype
+    if target is not None:
+        if op.name in LOWER_PRECISION_OPS:
+            return _cast_floats(args, target)
+        if op.name in FLOAT32_OPS:
+            return _cast_floats(args, dtypes.float32)
+    return args
 
 
 def _cast_floats(args: tuple, target: dtypes.DType) -> tuple:
@@ -104,24 +102,25 @@ class autocast:
         self.cache_enabled = cache_enabled
 
     def __enter__(self) -> autocast:
-        self._saved = (_STATE.dtype, _STATE.cache, _STATE.handler, MODE.handler)
-        if self.enabled:
-            _STATE.dtype = self.dtype
-            if _STATE.cache is None and self.cache_enabled:
-                _STATE.cache = {}
-            if MODE.handler is None or MODE.handler is not _STATE.handler:
-                _STATE.handler = MODE.handler = _handler(MODE.handler)
-        else:
-            _STATE.dtype = None  # the handler stays installed and passes calls through
+        self._saved = (_STATE.dtype, _STATE.cache, _STATE.innermost)
+        _STATE.dtype = self.dtype if self.enabled else None
+        if self.enabled and _STATE.cache is None and self.cache_enabled:
+            _STATE.cache = {}
+        _STATE.innermost = self
+        self._mode = dispatch_mode(self._handle)
+        self._mode.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        dtype, cache, handler, mode_handler = self._saved
-        _STATE.dtype, _STATE.cache = dtype, cache
-        # NOTE: a mode installed inside the region (the global-tensor mode, on the first
-        # global tensor) stays; our handler then remains in its chain, passing calls through.
-        if MODE.handler is _STATE.handler:
-            _STATE.handler, MODE.handler = handler, mode_handler
+        self._mode.__exit__(*exc)
+        _STATE.dtype, _STATE.cache, _STATE.innermost = self._saved
+
+    def _handle(self, op, args: tuple, attrs: dict, below):
+        # NOTE: nested regions each enter a mode; only the innermost one's dtype applies
+        # (an outer region sees operands the inner one cast, or left alone when disabled)
+        if _STATE.innermost is self:
+            args = _cast_operands(op, args)
+        return below(op, args, attrs)
 
     def __call__(self, func):
         @functools.wraps(func)

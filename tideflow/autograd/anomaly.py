@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..framework.dispatch import MODE
+from ..framework.dispatch import ANOMALY
 
 
 class detect_anomaly:
@@ -13,19 +13,19 @@ class detect_anomaly:
         self.check_nan = check_nan
 
     def __enter__(self) -> None:
-        self._prev = MODE.anomaly
-        MODE.anomaly = self.check_nan
+        self._prev = ANOMALY.enabled
+        ANOMALY.enabled = self.check_nan
 
     def __exit__(self, *exc) -> None:
-        MODE.anomaly = self._prev
+        ANOMALY.enabled = self._prev
 
 
 class set_detect_anomaly(detect_anomaly):
     def __init__(self, mode: bool) -> None:
         super().__init__(mode)
-        self._prev = MODE.anomaly
-        MODE.anomaly = mode
+        self._prev = ANOMALY.enabled
+        ANOMALY.enabled = mode
 
 
 def is_anomaly_enabled() -> bool:
-    return MODE.anomaly
+    return ANOMALY.enabled

@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from ..framework.dispatch import MODE
+from ..framework.dispatch import ANOMALY
 from ..framework.errors import AutogradError, TideflowError
 from ..framework.grad_mode import STATE
 from ..framework.node import AccumulateGrad, Node, OpNode
@@ -214,7 +214,7 @@ def _apply(node: Node, grads: list) -> tuple:
         raise AutogradError(
             f"{node.name()}: backward returned {len(gxs)} gradients for {len(node.edges)} inputs"
         )
-    if MODE.anomaly:
+    if ANOMALY.enabled:
         for i, gx in enumerate(gxs):
             if isinstance(gx, Tensor) and np.isnan(np.asarray(gx._data, np.float64)).any():
                 trace = getattr(node, "trace", None) or "(no forward trace recorded)\n"

@@ -2,22 +2,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
 
 
 @dataclass(frozen=True)
 class Backend:
-    """One device type's array world: `xp` is its NumPy-compatible module."""
+    """One device type's array world: `xp` is its NumPy-compatible module. Ops register
+    their kernels for the device type (`OpDef.kernels`); `registry.kernel_for` picks one."""
 
     device_type: str
     xp: ModuleType
-    array_type: type
-
-    def asarray(self, obj: Any, dtype=None):
-        return self.xp.asarray(obj, dtype=dtype)
-
-    def to_numpy(self, array):
-        return array if self.xp.__name__ == "numpy" else self.xp.asnumpy(array)
 
 
 class BackendUnavailable(RuntimeError):

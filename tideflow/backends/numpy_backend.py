@@ -9,5 +9,5 @@ from ._registry import Backend, register_backend
 # enough that a per-call errstate context is measurable, so it is set once for the process.
 np.seterr(all="ignore")
 
-CPU = Backend("cpu", np, np.ndarray)
+CPU = Backend("cpu", np)
 register_backend(CPU)

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from numbers import Number
 
 from ..framework.errors import TideflowError
-from ..framework.registry import OpDef
+from ..framework.registry import OpDef, kernel_for
 from ..framework.sbp import B, Signature
 from ..framework.tensor import Tensor
 from ..ops.creation import tensor
@@ -61,7 +61,7 @@ def autocast_region(config) -> contextlib.AbstractContextManager:
 def guarded(update: OpDef) -> OpDef:
     """`update` with a boolean 0-d operand in front (found_inf): when it is true the kernel
     writes nothing. Operand positions (and `mutates`) shift by one."""
-    kernel = update.kernels["cpu"]
+    kernel = kernel_for(update)
 
     def run(skip, *operands, **attrs):
         return () if skip else kernel(*operands, **attrs)

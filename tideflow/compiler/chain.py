@@ -17,6 +17,7 @@ from itertools import repeat
 
 import numpy as np
 
+from ..framework.registry import kernel_for
 from ..runtime import StepError
 from .ir import FORWARD, Node, Value
 
@@ -118,7 +119,7 @@ def _kernel_call(node: Node) -> Callable[..., tuple]:
     """`fn(*input_arrays)`: the node's kernel on its value operands (Python scalars and None
     in their places), returning a tuple of arrays. For an update, the last input is this
     call's attributes of every update, and the node takes its own from them."""
-    kernel = node.op.kernels["cpu"]
+    kernel = kernel_for(node.op)
     operands = node.operands
     slots = [i for i, a in enumerate(operands) if isinstance(a, Value)]
     whole = len(slots) == len(operands)

@@ -1,6 +1,7 @@
 """Tracing: run `build` once in a lazy dispatch mode and record what it computes as a Program.
 
-While a `Tracer` is active it is the dispatcher's mode handler: every op call becomes an IR
+While a `Tracer` is active it is a dispatch mode of the tracing thread, behind the global
+mode (so a graph over global tensors records each rank's part): every op call becomes an IR
 node (output shapes and dtypes from the op's own `meta` rule, via `infer`) and returns lazy
 tensors (`compiler.lazy`). Autograd records as in eager mode, so `loss.backward()` inside
 build runs the ordinary backward engine over the recorded nodes; the grad rules dispatch
@@ -23,7 +24,6 @@ scope, marked as backward: a pre-hook on its autograd node sets it when the engi
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -33,9 +33,10 @@ import numpy as np
 
 from ..autograd.engine import backward_running
 from ..framework import dtype as dtypes
-from ..framework.dispatch import MODE, computation_dtype, infer, record, run_local
+from ..framework.dispatch import computation_dtype, infer, record
 from ..framework.errors import ShapeError, TideflowError
 from ..framework.grad_mode import STATE
+from ..framework.modes import dispatch_mode
 from ..framework.registry import Meta, OpDef, get_op
 from ..framework.tensor import Tensor
 from ..parallel.dispatch import global_mode
@@ -82,8 +83,8 @@ class Tracer:
         self._step_attrs: Value | None = None
         self._n_updates = 0
         self._seed_scale: Tensor | None = None  # AMP's loss scale (scale_backward_seeds)
-        self._prev_handler = None
-        self._thread: int | None = None  # the tracing thread, while active
+        routed = global_mode(self.handle)
+        self._mode = dispatch_mode(lambda op, args, attrs, below: routed(op, args, attrs))
         self._active = False
         self._scopes: list[Scope] = []  # the module calls being traced, innermost last
         self._backward_scope: Scope | None = None  # set while the engine runs a node's backward
@@ -177,14 +178,12 @@ class Tracer:
     def __enter__(self) -> Tracer:
         for tensor in self._tensors.values():
             self._own_grad(tensor)
-        self._prev_handler = MODE.handler
-        self._thread = threading.get_ident()
-        MODE.handler = global_mode(self.handle)
+        self._mode.__enter__()
         self._active = True
         return self
 
     def __exit__(self, *exc) -> None:
-        MODE.handler = self._prev_handler
+        self._mode.__exit__(*exc)
         self._active = False
         self._grads = {
             name: lazy_tensor(t.grad._data)
@@ -221,10 +220,6 @@ class Tracer:
         return dict(self._grads)
 
     def handle(self, op: OpDef, args: tuple, attrs: dict):
-        if threading.get_ident() != self._thread:
-            # NOTE: the dispatch mode is process-wide; ops of other threads (a graph's data
-            # source collating a batch) run as they would without the trace.
-            return _passed_through(self._prev_handler, op, args, attrs)
         if op.mutates:
             raise TideflowError(
                 f"nn.Graph: {op.name} writes its operands in place (an optimizer update) and "
@@ -448,13 +443,8 @@ def capture_updates(step: Callable[[], object]) -> list[UpdateCall]:
     Anything else it dispatches runs eagerly, such as creating zero state on the first step.
     Gradients it reads may be lazy tensors: only the recorded updates use them."""
     calls: list[UpdateCall] = []
-    prev = MODE.handler
-    below = global_mode(prev)
-    thread = threading.get_ident()
 
-    def handle(op: OpDef, args: tuple, attrs: dict):
-        if threading.get_ident() != thread:  # another thread's op (see Tracer.handle)
-            return _passed_through(prev, op, args, attrs)
+    def capture(op: OpDef, args: tuple, attrs: dict, below):
         if op.mutates:
             calls.append(UpdateCall(op, args, attrs))
             return None
@@ -466,12 +456,8 @@ def capture_updates(step: Callable[[], object]) -> list[UpdateCall]:
             )
         return below(op, args, attrs)
 
-    handle.routes_global = True  # so creating the first state on global tensors keeps it on top
-    MODE.handler = handle
-    try:
+    with dispatch_mode(capture):
         step()
-    finally:
-        MODE.handler = prev
     return calls
 
 
@@ -483,8 +469,3 @@ def local_updates(calls: Sequence[UpdateCall]) -> list[UpdateCall]:
     for call in calls:
         record(call.op, call.args, call.attrs)
     return out
-
-
-def _passed_through(prev, op: OpDef, args: tuple, attrs: dict):
-    """`op` run by the handler below a tracing one (eagerly when there is none)."""
-    return run_local(op, args, attrs) if prev is None else prev(op, args, attrs)

@@ -1,7 +1,9 @@
 """The dispatcher: the one path every op call takes.
 
 `dispatch(op, args, attrs)`:
-1. if a mode handler is installed (graph tracing, global tensors, test recording), it decides;
+1. the thread's dispatch modes see the call first (graph tracing, autocast, test recording:
+   `modes.py`), then the base: the global mode once global tensors exist, which routes
+   calls with global operands;
 2. otherwise run locally: promote operand dtypes, call the device's kernel, wrap the arrays;
 3. if grad mode is on and an operand requires grad, record an `OpNode`.
 Nothing here validates shapes on the success path: a kernel failure asks the op's `meta` rule
@@ -17,31 +19,28 @@ import numpy as np
 from . import dtype as dtypes
 from .errors import AutogradError, DTypeError, ShapeError, TideflowError
 from .grad_mode import STATE
+from .modes import STACK, set_base
 from .node import FLOAT_NP, OpNode, is_float, next_seq
-from .registry import Meta, OpDef
+from .registry import Meta, OpDef, kernel_for
 from .tensor import Tensor, _init, _new, accumulator, make_tensor
 
 _ndarray = np.ndarray
 
 
-class _Mode:
-    """`handler(op, args, attrs)` replaces local execution while set (one at a time)."""
+class _Anomaly:
+    """`detect_anomaly`'s switch: record each op's forward stack, check gradients for NaN."""
 
-    __slots__ = ("anomaly", "handler")
+    __slots__ = ("enabled",)
 
     def __init__(self) -> None:
-        self.handler = None
-        self.anomaly = False
+        self.enabled = False
 
 
-MODE = _Mode()
+ANOMALY = _Anomaly()
 
 
 def dispatch(op: OpDef, args: tuple, attrs: dict):
-    handler = MODE.handler
-    if handler is not None:
-        return handler(op, args, attrs)
-    return run_local(op, args, attrs)
+    return STACK.top(op, args, attrs)
 
 
 def run_local(op: OpDef, args: tuple, attrs: dict):
@@ -58,7 +57,7 @@ def run_local(op: OpDef, args: tuple, attrs: dict):
     if op.promote is not None and not _uniform(op, arrays):
         promote(op, args, arrays)
     try:
-        out = op.kernels["cpu"](*arrays, **attrs)
+        out = kernel_for(op)(*arrays, **attrs)
     except TideflowError:
         raise
     except Exception as e:
@@ -89,6 +88,15 @@ def run_local(op: OpDef, args: tuple, attrs: dict):
                 record(op, args, attrs, outs)
                 break
     return result
+
+
+set_base(run_local)
+
+
+def runs_locally() -> bool:
+    """This thread has no dispatch mode and no global tensor exists: `dispatch` is
+    `run_local`."""
+    return STACK.top is run_local
 
 
 class _ArrayOperand(Exception):
@@ -209,7 +217,7 @@ def record(op: OpDef, args: tuple, attrs: dict, outs: tuple) -> None:
     node = OpNode(op, attrs, tuple(edges), tuple(in_meta))
     if op.n_out != 1:
         node.out_meta = tuple((o._data.shape, o._data.dtype) for o in outs)
-    if MODE.anomaly:
+    if ANOMALY.enabled:
         node.trace = "".join(traceback.format_stack()[:-3])
     if op.save_spec:
         node.save(args, outs)

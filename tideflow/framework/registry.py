@@ -10,7 +10,8 @@ An OpDef holds what the eager, lazy (graph) and global paths need to know about 
 - `meta(*metas, **attrs)`: output `Meta` (shape, dtype) from input metadata alone; it also
   validates and raises the op's user-facing errors.
 - `sbp(*metas, **attrs)`: the list of accepted `Signature`s.
-- `kernels`: device type -> function(*arrays, **attrs) returning array(s).
+- `kernels`: device type -> function(*arrays, **attrs) returning array(s); `kernel_for`
+  picks one.
 - `grad(ctx, *gys)`: the backward rule in tideflow ops, returning one gradient (or None) per
   operand; `ctx.<name>` reads a saved operand/output (`saves`) or an attribute.
 - `n_out`: the number of outputs; None when it depends on the attributes (split into k
@@ -29,6 +30,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .dtype import DType
+from .errors import DeviceError
 
 
 class Meta(NamedTuple):
@@ -113,7 +115,8 @@ class OpDef:
         self.save_spec = tuple(_save_slot(name, inputs, s) for s in saves)
 
     def kernel(self, device_type: str):
-        """Decorator registering a kernel for another backend from that backend's module."""
+        """Decorator registering a kernel for another backend from that backend's module
+        (`kernel_for` picks it)."""
 
         def register(fn):
             self.kernels[device_type] = fn
@@ -155,3 +158,15 @@ def get_op(name: str) -> OpDef:
 
 def all_ops() -> dict[str, OpDef]:
     return dict(_REGISTRY)
+
+
+def kernel_for(op: OpDef, device_type: str = "cpu") -> Callable[..., Any]:
+    """The kernel `op` runs with on `device_type`: the one place a kernel is chosen, for eager
+    calls and compiled plans alike."""
+    try:
+        return op.kernels[device_type]
+    except KeyError:
+        raise DeviceError(
+            f"{op.name}: no kernel for device type {device_type!r} (it has kernels for "
+            f"{sorted(op.kernels)})"
+        ) from None

@@ -28,7 +28,7 @@ from collections import namedtuple
 import numpy as np
 
 from ..framework import dtype as dtypes
-from ..framework.dispatch import MODE, assign, inplace
+from ..framework.dispatch import assign, inplace, runs_locally
 from ..framework.errors import (
     AutogradError,
     DTypeError,
@@ -746,7 +746,7 @@ def _setitem_method(self, key, value) -> None:
     grad = STATE.enabled and (
         self.requires_grad or (isinstance(value, Tensor) and value.requires_grad)
     )
-    if not grad and MODE.handler is None:
+    if not grad and runs_locally():
         src = value._data if isinstance(value, Tensor) else value
         try:
             dst = self._data[_np_key(basic)]

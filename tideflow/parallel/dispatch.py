@@ -9,9 +9,9 @@ For such a call the handler
    path (so autograd records it, with the boxing before it) with the op's `local_attrs`;
 5. wraps the outputs as global tensors.
 
-The handler is installed when the first global tensor is made; calls without a global
-operand go on to the handler that was there before (autocast, ...) or to `run_local`, so
-local programs never see it.
+The mode becomes the dispatcher's base (below every thread's dispatch modes, see
+`framework/modes.py`) when the first global tensor is made; calls without a global operand
+go on to `run_local`, so local programs never see it.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..autograd.function import Function
-from ..framework.dispatch import MODE, infer, run_local
+from ..framework.dispatch import infer, run_local
 from ..framework.errors import TideflowError
 from ..framework.grad_mode import STATE
+from ..framework.modes import base, set_base
 from ..framework.registry import Meta, OpDef
 from ..framework.sbp import B, P, Split
 from ..framework.tensor import Tensor, make_tensor
@@ -39,31 +40,23 @@ __all__ = ["global_mode", "install"]
 
 
 def install() -> None:
-    """Route calls with global operands through the global mode (cheap when it already is).
-    A handler that routes them itself (`routes_global`, as the global mode and the handlers
-    that pass on to it do) stays on top."""
-    handler = MODE.handler
-    if handler is None or not getattr(handler, "routes_global", False):
-        MODE.handler = _handler(handler)
+    """Route calls with global operands through the global mode (cheap when it already is)."""
+    if base() is run_local:
+        set_base(global_mode(run_local))
 
 
 def global_mode(below):
-    """The global mode in front of the handler `below` (None: run kernels). Tracing puts it
-    in front of its own handler, so that a graph records what each rank computes on its
-    shards, the boxing collectives included, exactly as eager code runs it."""
-    return _handler(below)
-
-
-def _handler(prev):
-    run = run_local if prev is None else prev
+    """`handler(op, args, attrs)`: calls with global operands go through the global mode,
+    which runs each rank's part with `below`, and the others straight to `below`. Tracing
+    puts it in front of its own handler, so that a graph records what each rank computes on
+    its shards, the boxing collectives included, exactly as eager code runs it."""
 
     def handler(op: OpDef, args: tuple, attrs: dict):
         for a in args:
             if isinstance(a, GlobalTensor):
-                return _global_call(op, args, attrs, run)
-        return run(op, args, attrs)
+                return _global_call(op, args, attrs, below)
+        return below(op, args, attrs)
 
-    handler.routes_global = True
     return handler
 
 

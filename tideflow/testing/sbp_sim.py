@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..framework.dispatch import MODE, infer, run_local
+from ..framework.dispatch import infer, run_local
 from ..framework.grad_mode import no_grad
+from ..framework.modes import dispatch_mode
 from ..framework.registry import Meta, OpDef
 from ..framework.sbp import B, P, Signature, Split
 from ..framework.tensor import Tensor, make_tensor
@@ -32,9 +33,8 @@ class Call:
 def record_calls():
     """Capture every dispatched call made inside the block (on the local path)."""
     calls: list[Call] = []
-    prev = MODE.handler
 
-    def handler(op, args, attrs):
+    def record(op, args, attrs, below):
         snap = tuple(a._data.copy() if isinstance(a, Tensor) else a for a in args)
         out = run_local(op, args, attrs)
         outs = () if out is None else out if isinstance(out, tuple) else (out,)
@@ -42,11 +42,8 @@ def record_calls():
         calls.append(Call(op, snap, dict(attrs), tuple(o._data.copy() for o in outs)))
         return out
 
-    MODE.handler = handler
-    try:
+    with dispatch_mode(record):
         yield calls
-    finally:
-        MODE.handler = prev
 
 
 def _tensors(args: tuple) -> tuple:
