@@ -55,8 +55,9 @@ class dispatch_mode:
     >>> def log(op, args, attrs, below):
     ...     print(op.name)
     ...     return below(op, args, attrs)
+    >>> x = flow.ones(2)
     >>> with dispatch_mode(log):
-    ...     flow.ones(2) + 1
+    ...     y = x + 1
     add
     """
 
