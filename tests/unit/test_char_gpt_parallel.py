@@ -93,3 +93,11 @@ def test_the_graph_path_trains_like_the_eager_loop(tmp_path, options):
     assert not any(t.is_global for t in checkpoint["model"].values())
     assert checkpoint["optimizer"]["state"].keys() == want_checkpoint["optimizer"]["state"].keys()
     assert graph.sample.startswith("The ") and len(graph.sample) == 4 + TINY["sample_tokens"]
+
+
+def test_the_layout_docstrings_run():
+    from tideflow.models import gpt_parallel
+
+    from .test_nn_layers import run_doctests
+
+    run_doctests(gpt_parallel)
