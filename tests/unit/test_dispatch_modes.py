@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 
 import tideflow as flow
-from tideflow.framework.dispatch import runs_locally
 from tideflow.framework.errors import DeviceError, TideflowError
-from tideflow.framework.modes import dispatch_mode
+from tideflow.framework.modes import STACK, dispatch_mode
 from tideflow.framework.registry import get_op, kernel_for
 
 
@@ -27,7 +26,7 @@ def test_modes_see_calls_innermost_first_and_pass_them_down():
         out = flow.ones(2) * 3
     assert log == [("inner", "full"), ("outer", "full"), ("inner", "mul"), ("outer", "mul")]
     np.testing.assert_array_equal(out.numpy(), [3.0, 3.0])
-    assert runs_locally()
+    assert STACK.levels == []
 
 
 def test_a_mode_may_replace_the_call():
@@ -48,7 +47,7 @@ def test_modes_leave_in_reverse_order():
         outer.__exit__(None, None, None)
     inner.__exit__(None, None, None)
     outer.__exit__(None, None, None)
-    assert runs_locally()
+    assert STACK.levels == []
 
 
 def test_modes_are_per_thread():
@@ -71,7 +70,7 @@ def test_autocast_regions_nest_and_only_the_innermost_applies():
             with flow.autocast("cpu", enabled=False):
                 assert (a @ b).dtype == flow.float32
         assert (a @ b).dtype == flow.bfloat16
-    assert (a @ b).dtype == flow.float32 and runs_locally()
+    assert (a @ b).dtype == flow.float32 and STACK.levels == []
 
 
 def test_kernel_for_names_the_op_and_the_device():
