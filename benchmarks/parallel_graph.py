@@ -77,21 +77,32 @@ class _Train(flow.nn.Graph):
         return loss
 
 
+def _my_rows(a: np.ndarray) -> np.ndarray:
+    """This rank's share of a global batch (every rank holds all of it)."""
+    rank, size = dist.get_rank(), dist.get_world_size()
+    share = len(a) // size
+    return a[rank * share : (rank + 1) * share]
+
+
+def _split_batch(batch, where) -> tuple:
+    """The global batch split by rows over `where`, each rank giving its own rows (a local
+    tensor made global with a split is the rank's shard, as in OneFlow)."""
+    return tuple(flow.tensor(_my_rows(a)).to_global(where, S.split(0)) for a in batch)
+
+
 def _graph_step(make_model, make_opt, batch, gpt) -> tuple[Callable[[], None], _Train]:
     where = par.placement("cpu", list(range(dist.get_world_size())))
     model = par.module_to_global(make_model(flow), where, S.broadcast)
     graph = _Train(model, make_opt(flow, model.parameters()), gpt)
-    x, y = (flow.tensor(a).to_global(where, S.split(0)) for a in batch)
+    x, y = _split_batch(batch, where)
     return lambda: graph(x, y).to_local().numpy(), graph
 
 
 def _ddp_step(lib, make_model, make_opt, batch, gpt) -> Callable[[], None]:
     """A DistributedDataParallel step of `lib` (tideflow or torch) on this rank's rows."""
-    rank, size = dist.get_rank(), dist.get_world_size()
-    share = len(batch[0]) // size
     model = lib.nn.parallel.DistributedDataParallel(make_model(lib))
     opt = make_opt(lib, model.parameters())
-    x, y = (lib.tensor(a[rank * share : (rank + 1) * share]) for a in batch)
+    x, y = (lib.tensor(_my_rows(a)) for a in batch)
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -165,7 +176,7 @@ def zero_memory(n: int) -> list[str]:
         model = par.module_to_global(make_model(flow), where, S.broadcast)
         opt = make_opt(flow, model.parameters())
         graph = _Train(model, opt, gpt, zero=stage)
-        x, y = (flow.tensor(a).to_global(where, S.split(0)) for a in batch)
+        x, y = _split_batch(batch, where)
         times = []
         for step in range(WARMUP + n):
             dist.barrier()
