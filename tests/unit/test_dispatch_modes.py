@@ -1,15 +1,20 @@
 """Dispatch modes (`framework/modes.py`): a per-thread stack, innermost first, each mode
-handed the one below; the base below all of them; and the one function that picks kernels."""
+handed the one below; the base below all of them; and the one function that picks kernels
+(generated ones where numba is available, `backends/jit.py`)."""
 
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
 import pytest
 
 import tideflow as flow
+from tideflow.backends import jit
 from tideflow.framework.errors import DeviceError, TideflowError
 from tideflow.framework.modes import STACK, dispatch_mode
-from tideflow.framework.registry import get_op, kernel_for
+from tideflow.framework.registry import OpDef, get_op, kernel_for, use_generated_kernels
 
 
 def _logging(log: list, name: str):
@@ -78,3 +83,38 @@ def test_kernel_for_names_the_op_and_the_device():
     assert kernel_for(add) is add.kernels["cpu"]
     with pytest.raises(DeviceError, match=r"add: no kernel for device type 'cuda'"):
         kernel_for(add, "cuda")
+
+
+def test_generated_kernels_are_preferred_where_numba_is_available():
+    op = OpDef(
+        "twice", inputs=("x",), meta=lambda x: x, sbp=lambda *a: [],
+        kernels={"cpu": lambda x: 2 * x}, differentiable=False,
+    )  # fmt: skip
+    numpy_kernel = kernel_for(op)
+    op.kernel(jit.KERNEL_KEY)(lambda x: x + x)
+    generated = op.kernels[jit.KERNEL_KEY]
+    assert kernel_for(op) is (generated if jit.available() else numpy_kernel)
+    before = use_generated_kernels(False)
+    try:
+        assert kernel_for(op) is numpy_kernel
+    finally:
+        use_generated_kernels(before)
+    assert kernel_for(op) is (generated if jit.available() else numpy_kernel)
+
+
+def test_jit_compiles_on_the_first_call():
+    @jit.jit
+    def axpy(a, x, y):
+        out = np.empty_like(x)
+        for i in range(x.size):
+            out[i] = a * x[i] + y[i]
+        return out
+
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(axpy(np.float32(2), x, x), 3 * x)
+
+
+def test_tideflow_jit_0_turns_generated_kernels_off():
+    code = "from tideflow.backends import jit; assert not jit.available()"
+    env = {**os.environ, "TIDEFLOW_JIT": "0"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=60)

@@ -11,7 +11,7 @@ import pytest
 
 import tideflow as flow
 from tideflow import nn
-from tideflow.framework.registry import get_op
+from tideflow.framework.registry import get_op, kernel_for
 from tideflow.nn.graph import Graph
 from tideflow.nn.graph.pending import PendingTensor
 from tideflow.runtime import SourceExhausted, TaskError
@@ -88,8 +88,8 @@ class _Gate:
 def gate(monkeypatch):
     """Compile graphs inside the test: their plans call the gated kernel."""
     gate = _Gate()
-    kernels = get_op("matmul").kernels
-    monkeypatch.setitem(kernels, "cpu", gate.wrap(kernels["cpu"]))
+    matmul = get_op("matmul")
+    monkeypatch.setattr(matmul, "chosen", {"cpu": gate.wrap(kernel_for(matmul))})
     yield gate
     gate.open()
 

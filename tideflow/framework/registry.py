@@ -26,9 +26,11 @@ An OpDef holds what the eager, lazy (graph) and global paths need to know about 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from ..backends import jit
 from .dtype import DType
 from .errors import DeviceError
 
@@ -46,6 +48,8 @@ class Meta(NamedTuple):
 
 class OpDef:
     __slots__ = (
+        "__weakref__",
+        "chosen",
         "communicates",
         "differentiable",
         "elementwise",
@@ -113,13 +117,16 @@ class OpDef:
         # runs with under that signature.
         self.local_attrs = local_attrs
         self.save_spec = tuple(_save_slot(name, inputs, s) for s in saves)
+        self.chosen: dict[str, Callable[..., Any]] = {}  # device type -> `kernel_for`'s pick
+        _ALL_OPS.add(self)
 
-    def kernel(self, device_type: str):
-        """Decorator registering a kernel for another backend from that backend's module
-        (`kernel_for` picks it)."""
+    def kernel(self, backend: str):
+        """Decorator registering a kernel for another backend (`"cpu-jit"`: generated CPU
+        loops) from that backend's module; `kernel_for` picks among them."""
 
         def register(fn):
-            self.kernels[device_type] = fn
+            self.kernels[backend] = fn
+            self.chosen.clear()
             return fn
 
         return register
@@ -143,6 +150,7 @@ def _save_slot(op: str, inputs: tuple[str, ...], name: str) -> tuple[str, str, i
 
 
 _REGISTRY: dict[str, OpDef] = {}
+_ALL_OPS: weakref.WeakSet[OpDef] = weakref.WeakSet()  # registered or not (boxing, fused)
 
 
 def register(op: OpDef) -> OpDef:
@@ -160,13 +168,35 @@ def all_ops() -> dict[str, OpDef]:
     return dict(_REGISTRY)
 
 
+# The backends whose kernels run on a device type, preferred first: on CPU generated loops
+# (`backends/jit.py`) where numba is available, else NumPy.
+_BACKENDS = {"cpu": (jit.KERNEL_KEY, "cpu") if jit.available() else ("cpu",)}
+
+
 def kernel_for(op: OpDef, device_type: str = "cpu") -> Callable[..., Any]:
-    """The kernel `op` runs with on `device_type`: the one place a kernel is chosen, for eager
-    calls and compiled plans alike."""
+    """The kernel `op` runs with on `device_type`: that of the first of the device's
+    backends the op has a kernel for. The one place a kernel is chosen, for eager calls and
+    compiled plans alike."""
     try:
-        return op.kernels[device_type]
+        return op.chosen[device_type]
     except KeyError:
-        raise DeviceError(
-            f"{op.name}: no kernel for device type {device_type!r} (it has kernels for "
-            f"{sorted(op.kernels)})"
-        ) from None
+        pass
+    for backend in _BACKENDS.get(device_type, (device_type,)):
+        fn = op.kernels.get(backend)
+        if fn is not None:
+            op.chosen[device_type] = fn
+            return fn
+    raise DeviceError(
+        f"{op.name}: no kernel for device type {device_type!r} (it has kernels for "
+        f"{sorted(op.kernels)})"
+    )
+
+
+def use_generated_kernels(enabled: bool) -> bool:
+    """Let `kernel_for` pick generated CPU kernels (where numba is available) or not;
+    returns the previous setting. Tests compare the two this way."""
+    before = _BACKENDS["cpu"][0] == jit.KERNEL_KEY
+    _BACKENDS["cpu"] = (jit.KERNEL_KEY, "cpu") if enabled and jit.available() else ("cpu",)
+    for op in _ALL_OPS:
+        op.chosen.clear()
+    return before
