@@ -56,3 +56,6 @@ __all__ = [
     "softmax",
     "unary",
 ]
+
+# NOTE: after every op family: registers generated kernels on the ops defined above.
+from . import _generated  # noqa: F401

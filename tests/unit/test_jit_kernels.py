@@ -1,0 +1,310 @@
+"""Generated CPU kernels (backends/jit_kernels) against the NumPy kernels they stand in for:
+same outputs (shapes, dtypes, in-place writes), values equal (optimizer updates: bit for bit)
+or within a float sum's error bound, for float32 and float64, odd and empty shapes, NaN and
+inf; other dtypes and layouts go to the NumPy kernel; TIDEFLOW_JIT=0 turns them all off."""
+
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tideflow as flow
+from tideflow.backends import jit
+from tideflow.backends.jit_kernels import KERNELS, activation
+from tideflow.backends.jit_kernels import _math as jit_math
+from tideflow.framework.registry import get_op, kernel_for, use_generated_kernels
+
+pytestmark = pytest.mark.skipif(not jit.available(), reason="numba unavailable")
+
+FLOATS = (np.float32, np.float64)
+
+
+def _pair(name: str):
+    """(generated kernel, NumPy kernel) of op `name`."""
+    op = get_op(name)
+    return op.kernels[jit.KERNEL_KEY], op.kernels["cpu"]
+
+
+def _sum_tol(dtype, n: int) -> float:
+    """Relative error bound of a float sum of n terms (either order), with headroom."""
+    return float(np.finfo(dtype).eps) * (8 + 2 * n)
+
+
+def test_registered_and_chosen():
+    for name in KERNELS:
+        assert kernel_for(get_op(name)) is get_op(name).kernels[jit.KERNEL_KEY]
+    before = use_generated_kernels(False)
+    try:
+        for name in KERNELS:
+            assert kernel_for(get_op(name)) is get_op(name).kernels["cpu"]
+    finally:
+        use_generated_kernels(before)
+
+
+# -- optimizer updates: bit for bit ----------------------------------------------------------
+def _states(rng, shape, dtype, n, nonneg=()):
+    out = []
+    for i in range(n):
+        a = np.asarray(rng.standard_normal(shape), dtype)  # 0-d arrays stay arrays
+        out.append(np.asarray(np.abs(a)) if i in nonneg else a)
+    return out
+
+
+def _same_update(name, arrays, absent, **attrs):
+    """Run both kernels on copies; every operand (written in place) must be identical."""
+    gen, ref = _pair(name)
+    mine = [None if i in absent else a.copy() for i, a in enumerate(arrays)]
+    theirs = [None if i in absent else a.copy() for i, a in enumerate(arrays)]
+    assert gen(*mine, **attrs) is None
+    with np.errstate(all="ignore"):
+        ref(*theirs, **attrs)
+    for a, b in zip(mine, theirs, strict=True):
+        if a is not None:
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(1001,), (3, 5), (), (0,), (2, 3, 4)])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(weight_decay=0.0, decoupled=False, amsgrad=False, maximize=False),
+        dict(weight_decay=0.1, decoupled=False, amsgrad=False, maximize=True),
+        dict(weight_decay=0.01, decoupled=True, amsgrad=False, maximize=False),
+        dict(weight_decay=0.01, decoupled=True, amsgrad=True, maximize=True),
+    ],
+)
+def test_adam(dtype, shape, options):
+    rng = np.random.default_rng(0)
+    arrays = _states(rng, shape, dtype, 5, nonneg=(3, 4))
+    for beta1, step in ((0.9, 1), (0.9, 7), (0.6, 3)):  # 0.6: the other lerp formula
+        attrs = dict(lr=1e-3, beta1=beta1, beta2=0.999, eps=1e-8, step=step, **options)
+        _same_update("adam_update", arrays, () if options["amsgrad"] else (4,), **attrs)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_adam_nonfinite(dtype):
+    rng = np.random.default_rng(1)
+    arrays = _states(rng, (64,), dtype, 5, nonneg=(3, 4))
+    arrays[1][:4] = [np.nan, np.inf, -np.inf, 1e30]
+    arrays[4][4] = np.nan  # a NaN in max_exp_avg_sq stays (np.maximum)
+    attrs = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, decoupled=True,
+                 amsgrad=True, maximize=False, step=2)  # fmt: skip
+    _same_update("adam_update", arrays, (), **attrs)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(1001,), (3, 5), (), (0,)])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False),
+        dict(momentum=0.9, dampening=0.0, weight_decay=1e-4, nesterov=False, maximize=False),
+        dict(momentum=0.9, dampening=0.1, weight_decay=0.0, nesterov=False, maximize=True),
+        dict(momentum=0.9, dampening=0.0, weight_decay=0.01, nesterov=True, maximize=False),
+    ],
+)
+def test_sgd(dtype, shape, options):
+    rng = np.random.default_rng(2)
+    arrays = _states(rng, shape, dtype, 3)
+    absent = () if options["momentum"] else (2,)
+    for first in (True, False):
+        _same_update("sgd_update", arrays, absent, lr=0.01, first=first, **options)
+
+
+def test_updates_fall_back():
+    """Half precision, mismatched dtypes and non-contiguous operands run the NumPy kernel,
+    which also rejects mismatched shapes before writing anything."""
+    rng = np.random.default_rng(3)
+    attrs = dict(lr=0.01, momentum=0.9, dampening=0.0, weight_decay=0.0, nesterov=False,
+                 maximize=False, first=False)  # fmt: skip
+    for arrays in (
+        _states(rng, (7,), np.float16, 3),
+        [a[::2] for a in _states(rng, (14,), np.float32, 3)],
+    ):
+        _same_update("sgd_update", arrays, (), **attrs)
+    gen, _ = _pair("sgd_update")
+    p, g, buf = _states(rng, (4,), np.float32, 3)
+    before = p.copy()
+    with pytest.raises(flow.framework.errors.Rejected):
+        gen(p, g[:3], buf, **attrs)
+    np.testing.assert_array_equal(p, before)
+
+
+def test_optimizer_steps_match_numpy_kernels():
+    """AdamW and SGD with momentum through the optimizers: generated == NumPy, bit for bit."""
+    rng = np.random.default_rng(4)
+    init = [rng.standard_normal(s).astype(np.float32) for s in ((33, 17), (17,))]
+    grads = [[rng.standard_normal(a.shape).astype(np.float32) for a in init] for _ in range(3)]
+    results = []
+    for generated in (True, False):
+        before = use_generated_kernels(generated)
+        try:
+            out = []
+            for make in (
+                lambda ps: flow.optim.AdamW(ps, lr=1e-2, amsgrad=True),
+                lambda ps: flow.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True),
+            ):
+                params = [flow.nn.Parameter(flow.tensor(a.copy())) for a in init]
+                opt = make(params)
+                for step in grads:
+                    for p, g in zip(params, step, strict=True):
+                        p.grad = flow.tensor(g)
+                    opt.step()
+                out += [p.detach().numpy() for p in params]
+            results.append(out)
+        finally:
+            use_generated_kernels(before)
+    for a, b in zip(*results, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+# -- layer_norm ------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(
+    "shape, normalized",
+    [((3, 5), (5,)), ((2, 3, 7), (3, 7)), ((4,), (4,)), ((0, 4), (4,)), ((2, 0), (0,)),
+     ((9, 1), (1,)), ((5, 1000), (1000,))],
+)  # fmt: skip
+@pytest.mark.parametrize("affine", ["both", "weight", "bias", "none"])
+def test_layer_norm(dtype, shape, normalized, affine):
+    rng = np.random.default_rng(5)
+    # NOTE: a large offset: the variance is taken of the centered row, as in NumPy.
+    x = (rng.standard_normal(shape) * 3 + 1e3).astype(dtype)
+    w = rng.standard_normal(normalized).astype(dtype) if affine in ("both", "weight") else None
+    b = rng.standard_normal(normalized).astype(dtype) if affine in ("both", "bias") else None
+    gen, ref = _pair("layer_norm")
+    attrs = dict(normalized_shape=normalized, eps=1e-5)
+    with np.errstate(all="ignore"):
+        expected = ref(x, w, b, **attrs)
+    got = gen(x, w, b, **attrs)
+    n = math.prod(normalized)
+    # The mean's error (relative to the row's magnitude, 1e3) over the std (3) carries into
+    # every normalized value.
+    tol = _sum_tol(dtype, n) * 1e3
+    for a, e in zip(got, expected, strict=True):
+        assert a.shape == e.shape and a.dtype == e.dtype
+        np.testing.assert_allclose(a, e, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_layer_norm_nonfinite_and_fallback(dtype):
+    gen, ref = _pair("layer_norm")
+    x = np.random.default_rng(6).standard_normal((4, 8)).astype(dtype)
+    x[0, 1], x[1, 2], x[2, 3] = np.nan, np.inf, -np.inf
+    attrs = dict(normalized_shape=(8,), eps=1e-5)
+    with np.errstate(all="ignore"):
+        expected = ref(x, None, None, **attrs)
+    for a, e in zip(gen(x, None, None, **attrs), expected, strict=True):
+        np.testing.assert_allclose(a, e, rtol=_sum_tol(dtype, 8), atol=_sum_tol(dtype, 8))
+    # non-contiguous, half precision, and a float32 weight for a half input: NumPy kernel
+    for xs, w in ((x[:, ::2], None), (x.astype(np.float16), np.ones(8, np.float32))):
+        ns = xs.shape[-1:]
+        with np.errstate(all="ignore"):
+            expected = ref(xs, w, None, normalized_shape=ns, eps=1e-5)
+            got = gen(xs, w, None, normalized_shape=ns, eps=1e-5)
+        for a, e in zip(got, expected, strict=True):
+            np.testing.assert_array_equal(a, e)
+
+
+def test_layer_norm_through_dispatch_and_autograd():
+    rng = np.random.default_rng(7)
+    data = rng.standard_normal((2, 6, 16)).astype(np.float32)
+    results = []
+    for generated in (True, False):
+        before = use_generated_kernels(generated)
+        try:
+            x = flow.tensor(data, requires_grad=True)
+            ln = flow.nn.LayerNorm(16)
+            y = ln(x)
+            (y * y).sum().backward()
+            results.append((y.detach().numpy(), x.grad.numpy(), ln.weight.grad.numpy()))
+        finally:
+            use_generated_kernels(before)
+    tol = _sum_tol(np.float32, 16) * 16
+    for a, b in zip(*results, strict=True):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+# -- softmax family --------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "safe_softmax"])
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(3, 5), (2, 3, 7), (4,), (0, 4), (2, 0), (), (6, 1), (3, 500)])
+def test_softmax(name, dtype, shape):
+    rng = np.random.default_rng(8)
+    x = np.asarray(rng.standard_normal(shape) * 20, dtype)
+    if len(shape) == 2 and shape[0] >= 3 and shape[1] >= 2:
+        x[0, 0] = -np.inf
+        x[1] = -np.inf  # a fully masked row: nan (safe_softmax: 0)
+        x[2, 1] = np.nan
+    gen, ref = _pair(name)
+    dim = x.ndim - 1 if x.ndim else 0
+    with np.errstate(all="ignore"):
+        expected = ref(x, dim=dim)
+    got = gen(x, dim=dim)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    n = shape[-1] if shape else 1
+    # log_softmax: |x - max| reaches ~150 here, the log-sum-exp's error is relative to 1
+    scale = 200 if name == "log_softmax" else 1
+    tol = _sum_tol(dtype, n) * scale
+    np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_other_axes_and_large_go_to_numpy(name):
+    gen, ref = _pair(name)
+    x = np.random.default_rng(9).standard_normal((5, 7, 3)).astype(np.float32)
+    np.testing.assert_array_equal(gen(x, dim=1), ref(x, dim=1))
+    if not jit_math.VECTORIZED:
+        big = np.random.default_rng(9).standard_normal((8, 1024)).astype(np.float32)
+        np.testing.assert_array_equal(gen(big, dim=1), ref(big, dim=1))
+    half = x.astype(np.float16)
+    np.testing.assert_array_equal(gen(half, dim=2), ref(half, dim=2))
+
+
+# -- gelu (registered once the float32 math is vectorized; its loop is tested either way) ----
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu(dtype, approximate):
+    ref = get_op("gelu").kernels["cpu"]
+    gen = activation.gelu(ref)
+    x = (np.random.default_rng(10).standard_normal(1001) * 5).astype(dtype)
+    x[:4] = [np.nan, np.inf, -np.inf, 0.0]
+    with np.errstate(all="ignore"):
+        expected = ref(x, approximate=approximate)
+    got = gen(x, approximate=approximate)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    eps = float(np.finfo(dtype).eps)
+    xf = np.nan_to_num(x.astype(np.float64), posinf=0, neginf=0)
+    # erfc's relative error grows like 2 z^2 eps in the tail (z = -x / sqrt 2, from the
+    # rounding of its argument); the tanh form's 1 + tanh cancels: absolute eps * |x|
+    tol = eps * (4 + xf * xf) * np.abs(np.nan_to_num(expected.astype(np.float64)))
+    if approximate == "tanh":
+        tol += 2 * eps * np.abs(xf)
+    diff = np.abs(got.astype(np.float64) - expected)
+    ok = (diff <= tol) | (np.isnan(got) & np.isnan(expected)) | (got == expected)
+    assert ok.all(), (x[~ok], got[~ok], expected[~ok])
+    ints = np.arange(5)
+    with pytest.raises(flow.framework.errors.TideflowError):
+        gen(ints, approximate=approximate)
+
+
+# -- without numba ---------------------------------------------------------------------------
+def test_tideflow_jit_0_uses_numpy_kernels():
+    code = (
+        "import sys, numpy as np, tideflow as flow\n"
+        "from tideflow.framework.registry import get_op, kernel_for\n"
+        "names = ['adam_update', 'sgd_update', 'layer_norm', 'softmax', 'log_softmax']\n"
+        "assert all(kernel_for(get_op(n)) is get_op(n).kernels['cpu'] for n in names)\n"
+        "p = flow.nn.Parameter(flow.ones(3)); p.grad = flow.ones(3)\n"
+        "flow.optim.AdamW([p], lr=0.1).step()\n"
+        "print(float(p.sum()), 'numba' in sys.modules)\n"
+    )
+    env = {**os.environ, "TIDEFLOW_JIT": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split()  # fmt: skip
+    assert math.isclose(float(out[0]), 3 * (1 - 0.1 * 0.01) - 3 * 0.1, rel_tol=1e-5)
+    assert out[1] == "False"  # numba never imported

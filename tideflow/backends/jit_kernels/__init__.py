@@ -1,0 +1,15 @@
+"""Generated CPU kernels (numba loops, `backends/jit.py`) of the hottest composite ops, one
+module per op family. Each module's `KERNELS` maps an op name to `make(numpy_kernel)`, which
+returns a kernel with the NumPy kernel's signature and results that runs the loop for float32
+and float64 operands in the layouts it handles and calls `numpy_kernel` otherwise (half
+precision, integers, other layouts, sizes where NumPy is faster). Importing this package does
+not import numba; loops compile on their first call (then load from numba's disk cache).
+
+This layer knows arrays only: `tideflow/ops/_generated.py` registers the kernels on the ops.
+"""
+
+from __future__ import annotations
+
+from . import activation, norm, optim, softmax
+
+KERNELS = {**optim.KERNELS, **norm.KERNELS, **softmax.KERNELS, **activation.KERNELS}
