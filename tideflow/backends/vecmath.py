@@ -1,0 +1,270 @@
+"""float32 math functions that numba vectorizes: exp32, log32, tanh32, erf32, expm1_32,
+log1p32, sigmoid32.
+
+numba compiles `math.exp`, `math.tanh`, `math.erf` to calls into libm, one element at a
+time, so a fused loop calling them runs slower than NumPy's ufuncs. These functions use no
+calls: range reduction through the float's exponent bits (integer views), polynomials in
+float32 (multiply-adds, contracted to FMAs by numba's `contract` flag), and selects (`a if c
+else b` on values computed for every element) instead of branches, so LLVM's loop
+vectorizer turns a loop calling them into SIMD code. Each takes a float32 and returns a
+float32 and computes in float32; the special values (NaN, +-inf, -0.0, overflow to inf,
+gradual underflow into denormals, log of denormals) behave as NumPy's float32 ufuncs.
+tests/unit/test_vecmath.py asserts the error bounds in ulps against float64 over every
+binade of float32; `_vecmath_fit.py` derives the coefficients.
+
+They are plain Python functions: from Python they accept NumPy float32 scalars (slowly; for
+tests, and as NumPy does they may warn on overflow). numba does not know plain functions,
+so a generated kernel calls `register()` (idempotent; imports numba) before its first
+compilation, which registers each function as numba-jitable and inlined into its caller.
+Kernels must not ask for the `nnan`, `ninf` or `reassoc` fastmath flags (`fastmath=True`
+has them): those let LLVM drop the NaN/inf selects. `jit()`'s default (`contract`) is what
+the tests run under. numba's disk cache keys on the kernel's own file only: after editing
+this module, delete the kernels' cached `.nbi`/`.nbc` files.
+
+    >>> import numpy as np
+    >>> from tideflow.backends import jit, vecmath
+    >>> vecmath.register()
+    >>> @jit.jit
+    ... def tanh_loop(x, out):
+    ...     for i in range(x.size):
+    ...         out[i] = vecmath.tanh32(x[i])
+    >>> x = np.array([-np.inf, -1.0, 0.0, 0.5, np.nan], np.float32)
+    >>> out = np.empty_like(x)
+    >>> tanh_loop(x, out)
+    >>> np.allclose(out, np.tanh(x), equal_nan=True, rtol=1e-6)
+    True
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+F = np.float32
+
+# Coefficients, lowest power first: `python -m tideflow.backends._vecmath_fit` prints them
+# (minimax fits in float64 rounded to float32); the tests check that they still agree.
+EXP_Q = (
+    0.4999999403953552,
+    0.16666515171527863,
+    0.04166845604777336,
+    0.008369424380362034,
+    0.001381313311867416,
+)
+LOG_Q = (
+    -0.49999988079071045,
+    0.33333325386047363,
+    -0.25001582503318787,
+    0.20001976191997528,
+    -0.16609077155590057,
+    0.14181779325008392,
+    -0.13242976367473602,
+    0.12904690206050873,
+    -0.07622108608484268,
+)
+TANH_Q = (
+    -0.33333316445350647,
+    0.13332585990428925,
+    -0.05385230854153633,
+    0.021071679890155792,
+    -0.006274240091443062,
+)
+ERF_SMALL_Q = (
+    0.12837916612625122,
+    -0.37612634897232056,
+    0.11283732950687408,
+    -0.026861585676670074,
+    0.005206748377531767,
+    -0.0008211112581193447,
+    8.675425488036126e-05,
+)
+ERF_TAIL_P = (
+    -7.280977725982666,
+    -5.164252281188965,
+    -0.940502405166626,
+    -0.011638004332780838,
+    0.002678787335753441,
+    -0.000197945861145854,
+    0.00020099633547943085,
+)
+TANH_SMALL = 0.55  # the fits' ranges (see _vecmath_fit.py)
+ERF_SMALL = 0.875
+ERF_ONE = 3.925
+ERF_MID = (ERF_SMALL + ERF_ONE) / 2
+
+# numba types a global np.float32 as a float32 constant (a Python float would be float64
+# and promote the whole expression), so every constant below is one.
+_E0, _E1, _E2, _E3, _E4 = (F(c) for c in EXP_Q)
+_L0, _L1, _L2, _L3, _L4, _L5, _L6, _L7, _L8 = (F(c) for c in LOG_Q)
+_T0, _T1, _T2, _T3, _T4 = (F(c) for c in TANH_Q)
+_S0, _S1, _S2, _S3, _S4, _S5, _S6 = (F(c) for c in ERF_SMALL_Q)
+_P0, _P1, _P2, _P3, _P4, _P5, _P6 = (F(c) for c in ERF_TAIL_P)
+_TANH_SMALL, _ERF_SMALL, _ERF_ONE, _ERF_MID = F(TANH_SMALL), F(ERF_SMALL), F(ERF_ONE), F(ERF_MID)
+
+_ZERO, _ONE, _TWO = F(0.0), F(1.0), F(2.0)
+_INF, _NAN = F(np.inf), F(np.nan)
+_LOG2E = F(1 / math.log(2))
+# ln 2 split in two (Cody and Waite): _LN2_HI has 15 significant bits, so k * _LN2_HI is
+# exact for every |k| < 2^9 and x - k * _LN2_HI loses nothing
+_LN2_HI = F(0.693145751953125)
+_LN2_LO = F(math.log(2) - 0.693145751953125)
+# exp's input range: exp(89) overflows float32, exp(-104) rounds to 0 below the smallest
+# denormal; clamping keeps k = round(x / ln 2) within [-150, 128]
+_EXP_HI, _EXP_LO = F(89.0), F(-104.0)
+_TANH_CLAMP = F(10.0)  # tanh(x) rounds to 1 from 9.01 on
+_EXPM1_LO = F(-30.0)  # expm1(x) rounds to -1 from -17.4 on
+_MIN_NORMAL = F(np.finfo(np.float32).tiny)
+_TWO23 = F(2.0**23)
+_SQRT_HALF_BITS = 0x3F3504F3  # the bits of float32 sqrt(1/2)
+_LOG1P_LO, _LOG1P_HI = F(math.sqrt(0.5) - 1), F(math.sqrt(2.0) - 1)
+
+
+def _pow2(k):
+    """2.0**k as float32 for integer k in [-126, 127], built from its exponent bits."""
+    return np.int32((k + 127) << 23).view(np.float32)
+
+
+def _exp_core(x):
+    """exp(x) for float32 x in [-104, 89] (not NaN): x = k ln2 + r with |r| <= ln2/2,
+    exp(x) = 2^k * exp(r). 2^k is applied as two factors, so that k = 128 reaches inf and
+    k < -126 rounds once, into the denormals, as a correctly rounded exp would."""
+    kf = np.rint(x * _LOG2E)
+    r = (x - kf * _LN2_HI) - kf * _LN2_LO
+    p = _ONE + (r + r * r * (_E0 + r * (_E1 + r * (_E2 + r * (_E3 + r * _E4)))))
+    k = int(kf)
+    k1 = k >> 1
+    return p * _pow2(k1) * _pow2(k - k1)
+
+
+def exp32(x):
+    """exp(x) in float32."""
+    x = F(x)
+    # NaN fails both comparisons (and is clamped to _EXP_LO); the last select returns it
+    xc = x if x < _EXP_HI else _EXP_HI
+    xc = xc if xc > _EXP_LO else _EXP_LO
+    y = _exp_core(xc)
+    return y if x == x else x
+
+
+def _log1p_reduced(f):
+    """log(1 + f) for f in [sqrt(1/2) - 1, sqrt(2) - 1]."""
+    q = _L4 + f * (_L5 + f * (_L6 + f * (_L7 + f * _L8)))
+    q = _L0 + f * (_L1 + f * (_L2 + f * (_L3 + f * q)))
+    return f + f * f * q
+
+
+def _log_core(x):
+    """log(x) for positive finite float32 x, denormals included: x = m 2^e with m in
+    [sqrt(1/2), sqrt(2)), log(x) = e ln2 + log1p(m - 1)."""
+    tiny = x < _MIN_NORMAL
+    xs = x * _TWO23 if tiny else x
+    # subtracting sqrt(1/2)'s bits makes the exponent field count binades from sqrt(1/2),
+    # and adding them back to the remaining mantissa bits gives m in [sqrt(1/2), sqrt(2))
+    ix = int(np.float32(xs).view(np.int32)) - _SQRT_HALF_BITS
+    e = (ix >> 23) - (23 if tiny else 0)
+    m = np.int32((ix & 0x007FFFFF) + _SQRT_HALF_BITS).view(np.float32)
+    p = _log1p_reduced(m - _ONE)  # m - 1 is exact (Sterbenz)
+    ef = F(e)
+    return ef * _LN2_HI + (ef * _LN2_LO + p)
+
+
+def log32(x):
+    """log(x) in float32: log(+-0) = -inf, log(x < 0) = NaN, log(inf) = inf."""
+    x = F(x)
+    y = _log_core(x)
+    y = y if x > _ZERO else (-_INF if x == _ZERO else _NAN)
+    return y if x < _INF else x
+
+
+def tanh32(x):
+    """tanh(x) in float32: x + x^3 Q(x^2) for |x| < 0.55, 1 - 2 / (exp(2|x|) + 1) above
+    (there tanh >= 0.5, so the subtraction cancels less than one bit)."""
+    x = F(x)
+    a = abs(x)
+    u = x * x
+    small = x + x * u * (_T0 + u * (_T1 + u * (_T2 + u * (_T3 + u * _T4))))
+    ac = a if a < _TANH_CLAMP else _TANH_CLAMP
+    # np.divide, not `/`: numba checks `/`'s divisor for zero (to raise ZeroDivisionError),
+    # and that call keeps the loop from vectorizing
+    big = _ONE - np.divide(_TWO, _exp_core(ac + ac) + _ONE)
+    big = big if x > _ZERO else -big
+    y = small if a < _TANH_SMALL else big
+    # -0.0 keeps its sign (x + x*u*q gives +0.0), NaN passes through
+    return y if x != _ZERO and x == x else x
+
+
+def erf32(x):
+    """erf(x) in float32: x + x Q(x^2) for |x| < 0.875, 1 - exp(P(|x| - mid)) above, with P
+    fitted to log(erfc) (erfc decays like exp(-x^2), its log is smooth)."""
+    x = F(x)
+    a = abs(x)
+    u = x * x
+    small = x + x * (_S0 + u * (_S1 + u * (_S2 + u * (_S3 + u * (_S4 + u * (_S5 + u * _S6))))))
+    t = (a if a < _ERF_ONE else _ERF_ONE) - _ERF_MID
+    p = _P0 + t * (_P1 + t * (_P2 + t * (_P3 + t * (_P4 + t * (_P5 + t * _P6)))))
+    big = _ONE - _exp_core(p)
+    big = big if x > _ZERO else -big
+    y = small if a < _ERF_SMALL else big
+    return y if x == x else x
+
+
+def expm1_32(x):
+    """exp(x) - 1 in float32, accurate near 0: with x = k ln2 + r, 2^k expm1(r) + (2^k - 1)
+    (2^k - 1 is exact for |k| <= 24); for large k, exp(x) itself."""
+    x = F(x)
+    xc = x if x < _EXP_HI else _EXP_HI
+    xc = xc if xc > _EXPM1_LO else _EXPM1_LO
+    kf = np.rint(xc * _LOG2E)
+    r = (xc - kf * _LN2_HI) - kf * _LN2_LO
+    q = r + r * r * (_E0 + r * (_E1 + r * (_E2 + r * (_E3 + r * _E4))))
+    k = int(kf)
+    s = _pow2(k if k < 64 else 64)
+    mid = s * q + (s - _ONE)
+    k1 = k >> 1
+    big = (q + _ONE) * _pow2(k1) * _pow2(k - k1)
+    y = mid if k < 64 else big
+    # -0.0 keeps its sign (r + r*r*q would give +0.0), NaN passes through
+    return y if x != _ZERO and x == x else x
+
+
+def log1p32(x):
+    """log(1 + x) in float32, accurate near 0: for x in [sqrt(1/2) - 1, sqrt(2) - 1] the
+    reduced polynomial on x itself; elsewhere (|result| > 0.34, no cancellation) u = 1 + x
+    rounded, log(u) plus the rounding error's first-order term (x - (u - 1)) / u (u - 1 is
+    exact there)."""
+    x = F(x)
+    u = _ONE + x
+    c = np.divide(x - (u - _ONE), u)  # (not `/`: see tanh32)
+    y = _log_core(u) + c
+    y = _log1p_reduced(x) if _LOG1P_LO <= x < _LOG1P_HI else y
+    y = y if x > -_ONE else (-_INF if x == -_ONE else _NAN)
+    y = y if x < _INF else x
+    return y if x != _ZERO else x
+
+
+def sigmoid32(x):
+    """1 / (1 + exp(-x)) in float32 without overflow: with e = exp(-|x|), 1 / (1 + e) for
+    x >= 0 and e / (1 + e) below (denormal results for x < -87, as in float64)."""
+    x = F(x)
+    a = abs(x)
+    e = _exp_core(-(a if a < -_EXP_LO else -_EXP_LO))
+    y = np.divide(_ONE if x >= _ZERO else e, _ONE + e)  # (not `/`: see tanh32)
+    return y if x == x else x
+
+
+FUNCTIONS = (exp32, log32, tanh32, erf32, expm1_32, log1p32, sigmoid32)
+_registered = False
+
+
+def register() -> None:
+    """Make these functions (and their helpers) callable from numba-compiled code, inlined
+    into the caller so that its loop vectorizes. Idempotent; imports numba."""
+    global _registered
+    if _registered:
+        return
+    from numba.extending import register_jitable
+
+    for fn in (_pow2, _exp_core, _log1p_reduced, _log_core, *FUNCTIONS):
+        register_jitable(inline="always")(fn)
+    _registered = True
