@@ -35,6 +35,7 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
+	$(PY) benchmarks/bf16_gemm.py
 	$(PY) benchmarks/comm.py
 
 clean:

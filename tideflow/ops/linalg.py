@@ -20,6 +20,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from ..backends import bf16_gemm
 from ..framework import dtype as dtypes
 from ..framework.dispatch import inplace
 from ..framework.errors import DTypeError, Rejected, ShapeError, TideflowError
@@ -69,6 +70,7 @@ __all__ = [
 LINALG_NAMESPACE: dict = {}
 
 _LOW_PRECISION = frozenset({dtypes.float16.np, dtypes.bfloat16.np})
+_BF16 = dtypes.bfloat16.np
 _SOLVER_DTYPES = (dtypes.float32, dtypes.float64)
 _LETTERS = string.ascii_letters  # einsum labels: a-z, A-Z
 
@@ -111,6 +113,10 @@ def _matmul_arrays(a, b, ta: bool, tb: bool):
     if tb:
         b = np.swapaxes(b, -1, -2)
     if a.dtype in _LOW_PRECISION:
+        matrices = a.dtype == _BF16 and a.ndim >= 2 and b.ndim >= 2
+        if matrices and bf16_gemm.worth_it(a.shape[-2], a.shape[-1], b.shape[-1]):
+            # AVX512-BF16 products with float32 sums (3x float32 BLAS), rounded once
+            return bf16_gemm.bf16_gemm(a, b).astype(a.dtype)
         return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
     if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous:
         # NOTE: np.matmul runs one GEMM per matrix of a batch; stacked rows times one matrix

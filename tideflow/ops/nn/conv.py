@@ -20,6 +20,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ...backends import bf16_gemm
 from ...framework.errors import DTypeError, ShapeError
 from .._rules import B, Meta, P, S, Signature, defop, dispatch
 from .padding import pad_or_crop
@@ -233,6 +234,12 @@ def _conv_kernel(x, w, b, *, stride, padding, dilation, groups):
         stride=stride, padding=padding, dilation=dilation, groups=groups, transposed=False,
     )  # fmt: skip
     _check_dtypes(False, len(stride), x, w, b)
+    wg = _per_group(w, groups)
+    if x.dtype == bf16_gemm.BF16 and bf16_gemm.worth_it(*wg.shape[1:], math.prod(shape[2:])):
+        # windows of the bfloat16 input, AVX512-BF16 products with float32 sums (see matmul)
+        cols = im2col(pad_or_crop(x, padding), w.shape[2:], stride, dilation, groups)
+        y = np.ascontiguousarray(bf16_gemm.bf16_gemm(wg, cols))  # (N, G, O/G, P)
+        return _finish(y.reshape(shape), b, x.dtype)
     xc, wc = compute_array(x), compute_array(w)
     cols = im2col(pad_or_crop(xc, padding), w.shape[2:], stride, dilation, groups)
     y = _per_group(wc, groups) @ cols  # (N, G, O/G, P)

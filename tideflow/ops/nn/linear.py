@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...backends import bf16_gemm
 from ...framework.errors import DTypeError, ShapeError
 from .._rules import B, Meta, P, S, Signature, defop, dispatch
 from .softmax import compute_dtype, reject_unless
@@ -80,6 +81,18 @@ def _linear_kernel(x, w, b):
     # words those errors.
     reject_unless(w.dtype == x.dtype and (b is None or b.dtype == x.dtype), "linear")
     dtype, ct = x.dtype, compute_dtype(x)
+    if (
+        dtype == bf16_gemm.BF16
+        and w.ndim == 2
+        and bf16_gemm.worth_it(x.size // max(x.shape[-1], 1), x.shape[-1], w.shape[0])
+    ):
+        # AVX512-BF16 products, float32 sums and bias, rounded once (see matmul)
+        y = bf16_gemm.bf16_gemm(x.reshape(-1, x.shape[-1]), w.T)
+        y = y.reshape(*x.shape[:-1], w.shape[0])
+        if b is not None:
+            reject_unless(_fits(b.shape, y.shape), "linear")
+            y += b
+        return y.astype(dtype)
     x, w = x.astype(ct, copy=False), w.astype(ct, copy=False)
     if x.ndim > 2 and w.ndim == 2 and x.flags.c_contiguous:  # one GEMM (see matmul)
         y = np.matmul(x.reshape(-1, x.shape[-1]), w.T).reshape(*x.shape[:-1], w.shape[0])
