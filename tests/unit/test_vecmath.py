@@ -256,8 +256,8 @@ def _sweep(ours, ref):
                 if (got != got) != (want != want):
                     return 1 << 40, i
                 continue
-            a = np.int64(got.view(np.int32))
-            b = np.int64(want.view(np.int32))
+            a = np.int64(np.float32(got).view(np.int32))
+            b = np.int64(np.float32(want).view(np.int32))
             a = -(a & 0x7FFFFFFF) if a < 0 else a
             b = -(b & 0x7FFFFFFF) if b < 0 else b
             if abs(a - b) > worst:
