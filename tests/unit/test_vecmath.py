@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from tideflow.backends import _vecmath_fit, vecmath
+from tideflow.backends import _vecmath_fit, jit, vecmath
 
 numba = pytest.importorskip("numba")
 vecmath.register()
@@ -235,6 +235,21 @@ def test_exp_underflows_gradually_like_numpy(loops):
     assert np.abs(_ordered(got) - _ordered(want)).max() <= MAX_ULP["exp32"] + 1
     assert (got < np.finfo(np.float32).tiny).sum() == (want < np.finfo(np.float32).tiny).sum()
     assert (got > 0).sum() == (want > 0).sum() > 0
+
+
+@jit.jit
+def _tanh_loop(x, out):
+    # vecmath's docstring example: a generated kernel's use, through jit() and its cache
+    for i in range(x.size):
+        out[i] = vecmath.tanh32(x[i])
+
+
+def test_docstring_example():
+    x = np.array([-np.inf, -1.0, -0.0, 0.5, 20.0, np.nan], np.float32)
+    out = np.empty_like(x)
+    _tanh_loop(x, out)
+    np.testing.assert_allclose(out, np.tanh(x), rtol=1e-7)
+    assert np.signbit(out[2])
 
 
 @pytest.mark.parametrize("name", list(_vecmath_fit.FITS))

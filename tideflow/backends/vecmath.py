@@ -21,18 +21,17 @@ has them): those let LLVM drop the NaN/inf selects. `jit()`'s default (`contract
 the tests run under. numba's disk cache keys on the kernel's own file only: after editing
 this module, delete the kernels' cached `.nbi`/`.nbc` files.
 
-    >>> import numpy as np
-    >>> from tideflow.backends import jit, vecmath
-    >>> vecmath.register()
-    >>> @jit.jit
-    ... def tanh_loop(x, out):
-    ...     for i in range(x.size):
-    ...         out[i] = vecmath.tanh32(x[i])
-    >>> x = np.array([-np.inf, -1.0, 0.0, 0.5, np.nan], np.float32)
-    >>> out = np.empty_like(x)
-    >>> tanh_loop(x, out)
-    >>> np.allclose(out, np.tanh(x), equal_nan=True, rtol=1e-6)
-    True
+A kernel module (a file: numba's disk cache needs one) calls them like any function;
+tests/unit/test_vecmath.py runs this one:
+
+    from tideflow.backends import jit, vecmath
+
+    vecmath.register()
+
+    @jit.jit
+    def tanh_loop(x, out):
+        for i in range(x.size):
+            out[i] = vecmath.tanh32(x[i])
 """
 
 from __future__ import annotations
