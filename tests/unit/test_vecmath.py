@@ -17,8 +17,9 @@ vecmath.register()
 NAMES = ("exp32", "log32", "tanh32", "erf32", "expm1_32", "log1p32", "sigmoid32")
 
 # The asserted error bounds: the distance in float32 steps (ulps) from the float64 result
-# rounded to float32, so 0 means correctly rounded. Measured maxima equal these bounds (the
-# slow sweep checks them on a stride through all 2^32 inputs).
+# rounded to float32, so 0 means correctly rounded. Measured maxima equal these bounds: the
+# slow sweep checks them on a stride through all 2^32 inputs (`_sweep(...)(0, 2**32, 1)`, all
+# of them, took about 2 minutes a function and found the same maxima).
 MAX_ULP = {
     "exp32": 1,
     "log32": 1,
