@@ -1,7 +1,9 @@
 """Elementwise fusion (`compiler/passes/fuse.py`) on chains from a GPT training step, single
 thread, float32: median milliseconds of the chain as separate NumPy kernels (what an unfused
-plan runs, intermediates freed after their last use), of the fused kernel on whole arrays and
-tile by tile for several tile sizes, and of numexpr when it is importable (it is not a
+plan runs, intermediates freed after their last use), of the fused node's generated loop
+("generated", `compiler/codegen.py`; compiled before timing; "-" where the chain is not
+generated, e.g. erfc has no vectorizable form), of its NumPy kernels on whole arrays and tile
+by tile for several tile sizes, and of numexpr when it is importable (it is not a
 dependency). Two sizes: the GPT benchmark's MLP activations (8 x 128 x 1024, 4 MiB), within
 the last-level cache, and GPT-2 small's at batch 8, block 512 (8 x 512 x 3072, 48 MiB), past it.
 
@@ -18,8 +20,10 @@ from collections.abc import Callable
 import numpy as np
 
 import tideflow as flow
+from tideflow.backends import jit
 from tideflow.compiler import Program, Tracer
 from tideflow.compiler.chain import Chain
+from tideflow.compiler.codegen import GeneratedKernel, Unsupported
 from tideflow.compiler.passes import fuse_elementwise
 from tideflow.compiler.passes.fuse import TILE_ELEMENTS, FusedKernel, _tiles
 
@@ -122,6 +126,17 @@ def _fused(program: Program, tile_elements: int) -> Callable[..., object]:
     return node.op.kernels["cpu"]
 
 
+def _generated(program: Program) -> Callable[..., object] | None:
+    """The chain's generated loop, or None where it has none (or numba is unavailable)."""
+    if not jit.available():
+        return None
+    try:
+        kernel = GeneratedKernel(program.nodes, program.feeds, program.fetches, fallback=None)
+    except Unsupported:
+        return None
+    return kernel
+
+
 def _numexpr(expressions: tuple[str, ...]) -> Callable[..., list]:
     def run(*arrays):
         names = {f"x{i}": a for i, a in enumerate(arrays)} | NUMEXPR_CONSTANTS
@@ -152,7 +167,11 @@ def run() -> list[tuple[str, dict[str, float]]]:
             shapes = [shape if kind == "x" else shape[-1:] for kind in operands.split()]
             arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
             program = _program(fn, shapes)
-            runs = {"NumPy": _unfused(program), "fused whole": _fused(program, math.prod(shape))}
+            runs = {"NumPy": _unfused(program)}
+            generated = _generated(program)
+            if generated is not None:
+                runs["generated"] = generated
+            runs["fused whole"] = _fused(program, math.prod(shape))
             runs |= {f"tile {t // 1024}K": _fused(program, t) for t in tiles}
             if numexpr is not None and expressions:
                 runs["numexpr"] = _numexpr(expressions)

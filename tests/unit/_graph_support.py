@@ -5,9 +5,10 @@ against)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tideflow.compiler import Program, TensorHolder, Tracer, Value
-from tideflow.framework.registry import kernel_for
+from tideflow.framework.registry import kernel_for, use_generated_kernels
 
 
 def trace(fn, *feeds, variables=None) -> Program:
@@ -37,3 +38,13 @@ def interpret(program: Program, feeds, step_attrs=None) -> list[np.ndarray]:
 
 def op_names(program: Program) -> list[str]:
     return [node.op.name for node in program.nodes]
+
+
+@pytest.fixture
+def numpy_kernels():
+    """NumPy kernels only, in graphs and eager code alike: for tests that hold a graph to the
+    eager bits (generated loops round differently; test_codegen.py holds them to float
+    rounding)."""
+    before = use_generated_kernels(False)
+    yield
+    use_generated_kernels(before)

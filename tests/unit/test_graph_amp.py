@@ -11,7 +11,12 @@ from tideflow import nn
 from tideflow.compiler.passes import fuse_cast_scale, pipeline
 from tideflow.nn.graph import Graph, GraphConfig
 
-from ._graph_support import interpret, op_names, trace
+from ._graph_support import (
+    interpret,
+    numpy_kernels,  # noqa: F401 (a fixture)
+    op_names,
+    trace,
+)
 
 F = nn.functional
 STEPS = 20
@@ -133,6 +138,7 @@ def test_amp_training_follows_eager(dtype, model, scaler_kind):
     assert low, "matmuls/convolutions in the low-precision dtype"
 
 
+@pytest.mark.usefixtures("numpy_kernels")
 @overflow_ok
 @pytest.mark.parametrize("dtype", [flow.float16, flow.bfloat16], ids=str)
 def test_gpt_amp_training_follows_eager(dtype):

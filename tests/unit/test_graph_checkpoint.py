@@ -13,7 +13,10 @@ from tideflow.compiler.passes import plan_memory, recompute_checkpointed
 from tideflow.nn.graph import Graph, GraphModule
 from tideflow.nn.graph.module_config import GraphModules
 
-from ._graph_support import interpret
+from ._graph_support import (
+    interpret,
+    numpy_kernels,  # noqa: F401 (a fixture)
+)
 
 F32 = flow.float32
 STEPS = 20
@@ -315,6 +318,7 @@ def _graph_losses(graph, batches):
     return np.concatenate(losses)
 
 
+@pytest.mark.usefixtures("numpy_kernels")
 @pytest.mark.parametrize("accumulation", [1, 4])
 def test_checkpointed_mlp_training_equals_plain_graph_and_eager(accumulation):
     batches = _batches()
@@ -366,6 +370,7 @@ def test_checkpointed_cnn_training_equals_plain_graph_and_eager(accumulation):
         np.testing.assert_allclose(value.numpy(), states[0][key].numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.usefixtures("numpy_kernels")
 @pytest.mark.parametrize("accumulation", [1, 2])
 def test_checkpointed_gpt_training_equals_plain_graph_and_eager(accumulation):
     config = flow.models.GPTConfig(

@@ -17,7 +17,12 @@ from tideflow.framework.dispatch import dispatch
 from tideflow.framework.sbp import B, P, S, Split
 from tideflow.parallel.boxing import BOXING, AxisStep
 
-from ._graph_support import interpret, op_names, trace
+from ._graph_support import (
+    interpret,
+    numpy_kernels,  # noqa: F401 (a fixture)
+    op_names,
+    trace,
+)
 
 F32 = flow.float32
 X = np.linspace(-1.0, 2.0, 12, dtype=np.float32).reshape(3, 4)
@@ -157,6 +162,7 @@ def test_memory_counts_fetches_to_the_end_and_persistent_state_apart():
 
 
 # -- the pipeline --------------------------------------------------------------------------------
+@pytest.mark.usefixtures("numpy_kernels")
 def test_pipeline_runs_every_pass_in_order():
     seen = []
     program = trace(lambda x: x.exp() + x.exp() + flow.ones(4).sum(), ((3, 4), F32))

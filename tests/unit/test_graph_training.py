@@ -8,6 +8,8 @@ import tideflow as flow
 from tideflow import nn
 from tideflow.nn.graph import Graph
 
+from ._graph_support import numpy_kernels  # noqa: F401 (a fixture)
+
 STEPS = 20
 
 
@@ -121,6 +123,7 @@ def test_cnn_training_with_batch_norm_and_dropout_follows_eager():
         np.testing.assert_allclose(value.numpy(), theirs[key].numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.usefixtures("numpy_kernels")
 def test_gradient_accumulation_splits_the_batch_into_micro_batches():
     steps = 4
     eager_model, graph_model = _mlp(), _mlp()

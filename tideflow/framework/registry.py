@@ -22,6 +22,12 @@ An OpDef holds what the eager, lazy (graph) and global paths need to know about 
   op may run on matching tiles of its operands (graph fusion relies on it).
 - `mutates`: operand positions the kernel writes in place (optimizer update ops, n_out=0);
   their version counters advance. Such ops are not differentiable.
+- `scalar(g, *operands, **attrs)`: the scalar rule of an elementwise op, from which generated
+  loops are built (`compiler/codegen.py`): the Python source of one output element given its
+  operands' element expressions (names, rendered constants, or None for absent operands),
+  written with the generator's helpers `g` (constants, math functions, the operands' dtypes);
+  None where the rule does not cover those dtypes. An op without one is never generated: a
+  group holding it runs its NumPy kernels.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ class OpDef:
         "save_spec",
         "saves",
         "sbp",
+        "scalar",
         "view",
     )
 
@@ -88,6 +95,7 @@ class OpDef:
         mutates: tuple[int, ...] = (),
         elementwise: bool = False,
         communicates: bool = False,
+        scalar: Callable[..., str | None] | None = None,
     ) -> None:
         if promote not in (None, "common", "float"):
             raise ValueError(f"op {name}: promote must be None, 'common' or 'float'")
@@ -103,6 +111,9 @@ class OpDef:
         self.n_out = n_out
         self.view = view
         self.elementwise = elementwise
+        if scalar is not None and not elementwise:
+            raise ValueError(f"op {name}: only elementwise ops have scalar rules")
+        self.scalar = scalar
         self.differentiable = grad is not None if differentiable is None else differentiable
         if self.differentiable and grad is None:
             raise ValueError(f"op {name}: differentiable ops need a grad rule")

@@ -76,9 +76,10 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_TANH_C = 0.044715
 
 
-def _activation(name, kernel, grad, *, saves=("input",), accepts="float", exact=False):
+def _activation(name, kernel, grad, *, saves=("input",), accepts="float", exact=False, scalar=None):
     """An op of one tensor. Kernels compute float16/bfloat16 in float32 (unary.fp_kernel),
-    except `exact` ones, which only compare and select in the tensor's own dtype."""
+    except `exact` ones, which only compare and select in the tensor's own dtype. `scalar`:
+    its rule for generated loops, float dtypes only (`OpDef.scalar`)."""
     wrapped = kernel if exact else fp_kernel(kernel)
     return defop(
         name,
@@ -89,7 +90,17 @@ def _activation(name, kernel, grad, *, saves=("input",), accepts="float", exact=
         grad=grad,
         saves=saves,
         elementwise=True,
+        scalar=None if scalar is None else _floating(scalar),
     )
+
+
+def _floating(rule):
+    return lambda g, *args, **attrs: rule(g, *args, **attrs) if g.floating else None
+
+
+def _softplus_of(g, x: str) -> str:
+    """`log(1 + exp(x))` without overflow (NumPy's logaddexp(0, x))."""
+    return f"({g.max(x, g.c(0))} + {g.call('log1p', g.call('exp', f'-abs({x})'))})"
 
 
 # -- relu family ------------------------------------------------------------------------------
@@ -106,12 +117,21 @@ def _hardtanh_grad(ctx, gy):
 
 
 _hardtanh = _activation(
-    "hardtanh", _hardtanh_kernel, _hardtanh_grad, saves=("out",), accepts="number", exact=True
+    "hardtanh",
+    _hardtanh_kernel,
+    _hardtanh_grad,
+    saves=("out",),
+    accepts="number",
+    exact=True,
+    scalar=lambda g, x, *, min_val, max_val: g.min(g.max(x, g.c(min_val)), g.c(max_val)),
 )
 _leaky_relu = _activation(
     "leaky_relu",
     lambda x, *, negative_slope: np.where(x > 0, x, x * negative_slope),
     lambda ctx, gy: (where(ctx.input > 0, gy, gy * ctx.negative_slope),),
+    scalar=lambda g, x, *, negative_slope: (
+        f"({x} if {x} > {g.c(0)} else {x} * {g.c(negative_slope)})"
+    ),
 )
 
 
@@ -190,7 +210,15 @@ def _gelu_grad(ctx, gy):
     return (gy * (cdf + x * pdf),)
 
 
-_gelu = _activation("gelu", _gelu_kernel, _gelu_grad, saves=("input", "out"))
+def _gelu_scalar(g, x, *, approximate):
+    if approximate == "tanh":
+        cube = f"{g.c(_GELU_TANH_C)} * {x} * {x} * {x}"
+        inner = f"{g.c(_SQRT_2_OVER_PI)} * ({x} + {cube})"
+        return f"{g.c(0.5)} * {x} * ({g.c(1)} + {g.call('tanh', inner)})"
+    return f"{g.call('erfc', f'{x} * {g.c(-_SQRT1_2)}')} * {x} * {g.c(0.5)}"
+
+
+_gelu = _activation("gelu", _gelu_kernel, _gelu_grad, saves=("input", "out"), scalar=_gelu_scalar)
 
 
 def _silu_grad(ctx, gy):
@@ -199,7 +227,12 @@ def _silu_grad(ctx, gy):
     return (gy * s * (x * (1 - s) + 1),)
 
 
-_silu = _activation("silu", lambda x: x * sc.expit(x), _silu_grad)
+_silu = _activation(
+    "silu",
+    lambda x: x * sc.expit(x),
+    _silu_grad,
+    scalar=lambda g, x: f"{x} * ({g.c(1)} / ({g.c(1)} + {g.call('exp', f'-{x}')}))",
+)
 
 
 def _mish_grad(ctx, gy):
@@ -209,7 +242,12 @@ def _mish_grad(ctx, gy):
 
 
 # NOTE: logaddexp(0, x) is softplus without overflow for large x.
-_mish = _activation("mish", lambda x: x * np.tanh(np.logaddexp(0, x)), _mish_grad)
+_mish = _activation(
+    "mish",
+    lambda x: x * np.tanh(np.logaddexp(0, x)),
+    _mish_grad,
+    scalar=lambda g, x: f"{x} * {g.call('tanh', _softplus_of(g, x))}",
+)
 
 
 def _softplus_kernel(x, *, beta, threshold):
@@ -222,8 +260,21 @@ def _softplus_grad(ctx, gy):
     return (where(scaled > ctx.threshold, gy, gy * sigmoid(scaled)),)
 
 
-_softplus = _activation("softplus", _softplus_kernel, _softplus_grad)
-_logsigmoid = _activation("logsigmoid", sc.log_expit, lambda ctx, gy: (gy * sigmoid(-ctx.input),))
+_softplus = _activation(
+    "softplus",
+    _softplus_kernel,
+    _softplus_grad,
+    scalar=lambda g, x, *, beta, threshold: (
+        f"({x} if {x} * {g.c(beta)} > {g.c(threshold)} "
+        f"else {_softplus_of(g, f'({x} * {g.c(beta)})')} / {g.c(beta)})"
+    ),
+)
+_logsigmoid = _activation(
+    "logsigmoid",
+    sc.log_expit,
+    lambda ctx, gy: (gy * sigmoid(-ctx.input),),
+    scalar=lambda g, x: f"-{_softplus_of(g, f'-{x}')}",
+)
 
 
 def gelu(input, approximate="none"):
@@ -282,8 +333,19 @@ def _hardswish_grad(ctx, gy):
     return (where(x <= -3, 0.0, where(x < 3, gy * (x / 3 + 0.5), gy)),)
 
 
-_hardsigmoid = _activation("hardsigmoid", _hardsigmoid_kernel, _hardsigmoid_grad)
-_hardswish = _activation("hardswish", lambda x: x * _hardsigmoid_kernel(x), _hardswish_grad)
+def _hardsigmoid_scalar(g, x):
+    return f"{g.min(g.max(f'({x} + {g.c(3)})', g.c(0)), g.c(6))} / {g.c(6)}"
+
+
+_hardsigmoid = _activation(
+    "hardsigmoid", _hardsigmoid_kernel, _hardsigmoid_grad, scalar=_hardsigmoid_scalar
+)
+_hardswish = _activation(
+    "hardswish",
+    lambda x: x * _hardsigmoid_kernel(x),
+    _hardswish_grad,
+    scalar=lambda g, x: f"{x} * ({_hardsigmoid_scalar(g, x)})",
+)
 
 
 def _softshrink_kernel(x, *, lambd):
@@ -296,7 +358,15 @@ def _softshrink_grad(ctx, gy):
     return (zero_where((x >= -lambd) & (x <= lambd), gy),)
 
 
-_softshrink = _activation("softshrink", _softshrink_kernel, _softshrink_grad)
+_softshrink = _activation(
+    "softshrink",
+    _softshrink_kernel,
+    _softshrink_grad,
+    scalar=lambda g, x, *, lambd: (
+        f"({x} - {g.c(lambd)} if {x} > {g.c(lambd)} else "
+        f"({x} + {g.c(lambd)} if {x} < {g.c(-lambd)} else {x} * {g.c(0)}))"
+    ),
+)
 
 
 def hardsigmoid(input, inplace=False):

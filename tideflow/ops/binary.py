@@ -9,6 +9,7 @@ operand's shape.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable
 from typing import NamedTuple
@@ -237,9 +238,11 @@ def _binary(
     kinds=None,
     out_dtype=None,
     linear=(),
+    scalar=None,
 ):
     """One broadcasting two-operand op. `kinds`: the computation dtypes its meta rule accepts
-    (the kernel must raise for the others: NumPy does for some, `_accepting` for the rest)."""
+    (the kernel must raise for the others: NumPy does for some, `_accepting` for the rest);
+    `scalar`: its rule for generated loops (`OpDef.scalar`)."""
     if out_dtype is None:
         kernel = _keep_bfloat16(kernel)
     return defop(
@@ -252,7 +255,18 @@ def _binary(
         saves=saves,
         promote=promote,
         elementwise=True,
+        scalar=scalar,
     )
+
+
+def _arith(symbol: str):
+    """The scalar rule `x <symbol> y` for numbers (bool arithmetic stays on NumPy)."""
+    return lambda g, x, y: None if g.dtype.kind == "b" else f"{x} {symbol} {y}"
+
+
+def _float_rule(rule):
+    """`rule` for floating-point computation dtypes only."""
+    return lambda g, *args, **attrs: rule(g, *args, **attrs) if g.floating else None
 
 
 def _zero_grads(ctx, gy):
@@ -273,12 +287,27 @@ def _div_grad(ctx, gy):
     return gx, gother
 
 
-_add = _binary("add", np.add, grad=lambda ctx, gy: (gy, gy), linear=((0, 1),))
+_add = _binary("add", np.add, grad=lambda ctx, gy: (gy, gy), linear=((0, 1),), scalar=_arith("+"))
 # NOTE: bool operands of sub are rejected by its wrapper, before promotion hides them.
-_sub = _binary("sub", np.subtract, grad=lambda ctx, gy: (gy, -gy), linear=((0, 1),))
-_mul = _binary("mul", np.multiply, grad=_mul_grad, saves=("input", "other"), linear=((0,), (1,)))
+_sub = _binary(
+    "sub", np.subtract, grad=lambda ctx, gy: (gy, -gy), linear=((0, 1),), scalar=_arith("-")
+)
+_mul = _binary(
+    "mul",
+    np.multiply,
+    grad=_mul_grad,
+    saves=("input", "other"),
+    linear=((0,), (1,)),
+    scalar=_arith("*"),
+)
 _div = _binary(
-    "div", np.true_divide, grad=_div_grad, saves=("other", "out"), promote="float", linear=((0,),)
+    "div",
+    np.true_divide,
+    grad=_div_grad,
+    saves=("other", "out"),
+    promote="float",
+    linear=((0,),),
+    scalar=_float_rule(lambda g, x, y: f"{x} / {y}"),
 )
 
 
@@ -488,6 +517,7 @@ _pow = defop(
     saves=("input", "exponent", "out"),
     promote="common",
     elementwise=True,
+    scalar=_float_rule(lambda g, x, y: f"{x} ** {y}"),
 )
 
 
@@ -553,20 +583,61 @@ def _logaddexp2_grad(ctx, gy):
 
 
 _XY = ("input", "other")
-_atan2 = _binary("atan2", np.arctan2, grad=_atan2_grad, saves=_XY, promote="float")
+
+
+def _math2(fn: str):
+    return _float_rule(lambda g, x, y: g.call(fn, x, y))
+
+
+def _xlogy_scalar(g, x, y):
+    return f"({g.c(0)} if {x} == {g.c(0)} and {y} == {y} else {x} * {g.call('log', y)})"
+
+
+def _logaddexp_scalar(g, x, y):
+    # NumPy's npy_logaddexp: equal operands (infinities too) give x + log 2
+    d = f"({x} - {y})"
+    log1p_exp = g.call("log1p", g.call("exp", f"-abs({d})"))
+    return (
+        f"({x} + {g.c(math.log(2.0))} if {x} == {y} else "
+        f"({x} + {log1p_exp} if {d} > {g.c(0)} else ({y} + {log1p_exp} if {d} <= {g.c(0)} "
+        f"else {d})))"
+    )
+
+
+_atan2 = _binary(
+    "atan2", np.arctan2, grad=_atan2_grad, saves=_XY, promote="float", scalar=_math2("atan2")
+)
 _hypot = _binary(
-    "hypot", _accepting(_FLOATING, np.hypot), grad=_hypot_grad, saves=(*_XY, "out"), kinds=_FLOATING
+    "hypot",
+    _accepting(_FLOATING, np.hypot),
+    grad=_hypot_grad,
+    saves=(*_XY, "out"),
+    kinds=_FLOATING,
+    scalar=_math2("hypot"),
 )
 _copysign = _binary(
-    "copysign", np.copysign, grad=_copysign_grad, saves=("input", "out"), promote="float"
+    "copysign",
+    np.copysign,
+    grad=_copysign_grad,
+    saves=("input", "out"),
+    promote="float",
+    scalar=_math2("copysign"),
 )
-_xlogy = _binary("xlogy", _opmath(_xlogy_kernel), grad=_xlogy_grad, saves=_XY, promote="float")
+_xlogy = _binary(
+    "xlogy",
+    _opmath(_xlogy_kernel),
+    grad=_xlogy_grad,
+    saves=_XY,
+    promote="float",
+    scalar=_float_rule(_xlogy_scalar),
+)
 _logaddexp = _binary(
     "logaddexp",
     _accepting(_FLOATING, np.logaddexp),
     grad=_logaddexp_grad,
     saves=_XY,
     kinds=_FLOATING,
+    scalar=_float_rule(_logaddexp_scalar),
 )
 _logaddexp2 = _binary(
     "logaddexp2",
@@ -640,10 +711,35 @@ def _nan_skipping_grad(wins):
     return grad
 
 
-_maximum = _binary("maximum", np.maximum, grad=_extremum_grad(lambda a, b: a < b), saves=_XY)
-_minimum = _binary("minimum", np.minimum, grad=_extremum_grad(lambda a, b: a > b), saves=_XY)
-_fmax = _binary("fmax", np.fmax, grad=_nan_skipping_grad(lambda a, b: a >= b), saves=_XY)
-_fmin = _binary("fmin", np.fmin, grad=_nan_skipping_grad(lambda a, b: a <= b), saves=_XY)
+_maximum = _binary(
+    "maximum",
+    np.maximum,
+    grad=_extremum_grad(lambda a, b: a < b),
+    saves=_XY,
+    scalar=lambda g, x, y: g.max(x, y),
+)
+_minimum = _binary(
+    "minimum",
+    np.minimum,
+    grad=_extremum_grad(lambda a, b: a > b),
+    saves=_XY,
+    scalar=lambda g, x, y: g.min(x, y),
+)
+# NOTE: fmax/fmin take the other operand where one is nan
+_fmax = _binary(
+    "fmax",
+    np.fmax,
+    grad=_nan_skipping_grad(lambda a, b: a >= b),
+    saves=_XY,
+    scalar=lambda g, x, y: f"({x} if {x} >= {y} or {y} != {y} else {y})",
+)
+_fmin = _binary(
+    "fmin",
+    np.fmin,
+    grad=_nan_skipping_grad(lambda a, b: a <= b),
+    saves=_XY,
+    scalar=lambda g, x, y: f"({x} if {x} <= {y} or {y} != {y} else {y})",
+)
 
 
 def maximum(input, other):
@@ -667,16 +763,16 @@ def fmin(input, other):
 
 
 # -- comparisons ----------------------------------------------------------------------------
-def _comparison(name, kernel):
-    return _binary(name, kernel, out_dtype=dtypes.bool_)
+def _comparison(name, kernel, symbol):
+    return _binary(name, kernel, out_dtype=dtypes.bool_, scalar=lambda g, x, y: f"{x} {symbol} {y}")
 
 
-_eq = _comparison("eq", np.equal)
-_ne = _comparison("ne", np.not_equal)
-_lt = _comparison("lt", np.less)
-_le = _comparison("le", np.less_equal)
-_gt = _comparison("gt", np.greater)
-_ge = _comparison("ge", np.greater_equal)
+_eq = _comparison("eq", np.equal, "==")
+_ne = _comparison("ne", np.not_equal, "!=")
+_lt = _comparison("lt", np.less, "<")
+_le = _comparison("le", np.less_equal, "<=")
+_gt = _comparison("gt", np.greater, ">")
+_ge = _comparison("ge", np.greater_equal, ">=")
 
 
 def eq(input, other):
@@ -724,19 +820,27 @@ def _truth(a):
     return bool(a)
 
 
-def _logical(name, ufunc):
+def _logical(name, ufunc, symbol):
     # No promotion: each operand is read as truth values in its own dtype.
     return _binary(
-        name, lambda x, y: ufunc(_truth(x), _truth(y)), promote=None, out_dtype=dtypes.bool_
+        name,
+        lambda x, y: ufunc(_truth(x), _truth(y)),
+        promote=None,
+        out_dtype=dtypes.bool_,
+        scalar=lambda g, x, y: f"{g.truth(x, 0)} {symbol} {g.truth(y, 1)}",
     )
 
 
-_logical_and = _logical("logical_and", np.logical_and)
-_logical_or = _logical("logical_or", np.logical_or)
-_logical_xor = _logical("logical_xor", np.logical_xor)
-_bitwise_and = _binary("bitwise_and", np.bitwise_and, kinds=_BITS)
-_bitwise_or = _binary("bitwise_or", np.bitwise_or, kinds=_BITS)
-_bitwise_xor = _binary("bitwise_xor", np.bitwise_xor, kinds=_BITS)
+def _bitwise(name, ufunc, symbol):
+    return _binary(name, ufunc, kinds=_BITS, scalar=lambda g, x, y: f"{x} {symbol} {y}")
+
+
+_logical_and = _logical("logical_and", np.logical_and, "&")
+_logical_or = _logical("logical_or", np.logical_or, "|")
+_logical_xor = _logical("logical_xor", np.logical_xor, "!=")
+_bitwise_and = _bitwise("bitwise_and", np.bitwise_and, "&")
+_bitwise_or = _bitwise("bitwise_or", np.bitwise_or, "|")
+_bitwise_xor = _bitwise("bitwise_xor", np.bitwise_xor, "^")
 # NumPy and PyTorch agree past the width: << gives 0, >> the sign fill; so do negative shifts.
 # NumPy shifts bools (as int8): PyTorch does not.
 _left_shift = _binary("bitwise_left_shift", _accepting(_INTEGERS, np.left_shift), kinds=_INTEGERS)
@@ -822,6 +926,7 @@ _where = defop(
     promote="common",
     promote_args=(1, 2),
     elementwise=True,
+    scalar=lambda g, condition, x, y: f"({x} if {condition} else {y})",
 )
 
 
@@ -903,6 +1008,12 @@ _lerp = defop(
     grad=_lerp_grad,
     saves=("input", "end", "weight"),
     elementwise=True,
+    scalar=_float_rule(
+        lambda g, x, end, w: (
+            f"({x} + {w} * ({end} - {x}) if abs({w}) < {g.c(0.5)} "
+            f"else {end} - ({end} - {x}) * ({g.c(1)} - {w}))"
+        )
+    ),
 )
 
 
@@ -963,6 +1074,11 @@ _addcmul = defop(
     saves=_T12,
     promote="common",
     elementwise=True,
+    scalar=lambda g, x, t1, t2, *, value: (
+        None
+        if g.dtype.kind == "b"
+        else f"{x} + {g.c(int(value) if g.integral else value)} * {t1} * {t2}"
+    ),
 )
 _addcdiv = defop(
     "addcdiv",
@@ -974,6 +1090,7 @@ _addcdiv = defop(
     saves=_T12,
     promote="common",
     elementwise=True,
+    scalar=_float_rule(lambda g, x, t1, t2, *, value: f"{x} + {g.c(value)} * {t1} / {t2}"),
 )
 
 

@@ -17,6 +17,18 @@ __all__ = ["cast", "clone", "contiguous"]
 
 _NO_ATTRS: dict = {}
 
+
+def _cast_scalar(g, x, *, dtype):
+    """Conversions that agree with NumPy's on every value: to bool, to floats, and between
+    integers (wrapping); float -> int differs on nan, inf and out-of-range values."""
+    to = np.dtype(dtype.np)
+    if to.kind == "b":
+        return g.truth(x, 0)
+    if to.kind in "iu" and g.floating:
+        return None
+    return f"np.{to.name}({x})" if to.kind in "fiu" else None
+
+
 _cast = defop(
     "cast",
     inputs=("input",),
@@ -26,6 +38,7 @@ _cast = defop(
     # NOTE: the engine casts a gradient back to its input's dtype, so the rule passes it on.
     grad=lambda ctx, gy: (gy,),
     elementwise=True,
+    scalar=_cast_scalar,
 )
 _clone = defop(
     "clone",
@@ -35,6 +48,7 @@ _clone = defop(
     kernels={"cpu": lambda x: np.array(x, copy=True)},
     grad=lambda ctx, gy: (gy,),
     elementwise=True,
+    scalar=lambda g, x: x,
 )
 _contiguous = defop(
     "contiguous",
@@ -44,6 +58,7 @@ _contiguous = defop(
     kernels={"cpu": lambda x: np.array(x, copy=True, order="C")},
     grad=lambda ctx, gy: (gy,),
     elementwise=True,
+    scalar=lambda g, x: x,
 )
 
 

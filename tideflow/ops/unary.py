@@ -178,6 +178,7 @@ def _unary(
     out_dtype=None,
     partial=None,
     differentiable=None,
+    scalar=None,
 ):
     return defop(
         name,
@@ -190,12 +191,26 @@ def _unary(
         promote=promote,
         differentiable=differentiable,
         elementwise=True,
+        scalar=scalar,
     )
 
 
-def _math(name, fn, grad, saves):
-    """A floating-point function; integer and bool inputs give the default float dtype."""
-    return _unary(name, fp_kernel(fn), grad=grad, saves=saves, promote="float")
+def _math(name, fn, grad, saves, scalar=None):
+    """A floating-point function; integer and bool inputs give the default float dtype. Its
+    scalar rule is the math function of the same name unless `scalar` gives another."""
+    if scalar is None:
+        scalar = _float_rule(lambda g, x: g.call(name, x))
+    return _unary(name, fp_kernel(fn), grad=grad, saves=saves, promote="float", scalar=scalar)
+
+
+def _float_rule(rule):
+    """`rule` for floating-point computation dtypes only (others stay on NumPy kernels)."""
+    return lambda g, *args, **attrs: rule(g, *args, **attrs) if g.floating else None
+
+
+def _number_rule(rule):
+    """`rule` for numbers: bool stays on NumPy kernels."""
+    return lambda g, *args, **attrs: None if g.dtype.kind == "b" else rule(g, *args, **attrs)
 
 
 def zero_where(mask, gy):
@@ -210,13 +225,21 @@ def _zero_grad(ctx, gy):
 
 
 # -- arithmetic -----------------------------------------------------------------------------
-_neg = _unary("neg", np.negative, grad=lambda ctx, gy: (-gy,), accepts="number", partial="linear")
+_neg = _unary(
+    "neg",
+    np.negative,
+    grad=lambda ctx, gy: (-gy,),
+    accepts="number",
+    partial="linear",
+    scalar=_number_rule(lambda g, x: f"-{x}"),
+)
 _abs = _unary(
     "abs",
     np.abs,
     grad=lambda ctx, gy: (gy * sign(ctx.input),),
     saves=("input",),
     accepts="number",
+    scalar=_number_rule(lambda g, x: f"abs({x})"),
 )
 
 
@@ -234,9 +257,14 @@ _square = defop(
     grad=lambda ctx, gy: (gy * ctx.input * 2,),
     saves=("input",),
     elementwise=True,
+    scalar=_number_rule(lambda g, x: f"{x} * {x}"),
 )
 _reciprocal = _math(
-    "reciprocal", np.reciprocal, lambda ctx, gy: (-(gy * ctx.out * ctx.out),), ("out",)
+    "reciprocal",
+    np.reciprocal,
+    lambda ctx, gy: (-(gy * ctx.out * ctx.out),),
+    ("out",),
+    _float_rule(lambda g, x: f"{g.c(1)} / {x}"),
 )
 
 
@@ -266,7 +294,13 @@ absolute = abs
 
 # -- exponentials, logarithms, roots ------------------------------------------------------
 _exp = _math("exp", np.exp, lambda ctx, gy: (gy * ctx.out,), ("out",))
-_exp2 = _math("exp2", np.exp2, lambda ctx, gy: (gy * ctx.out * _LN2,), ("out",))
+_exp2 = _math(
+    "exp2",
+    np.exp2,
+    lambda ctx, gy: (gy * ctx.out * _LN2,),
+    ("out",),
+    _float_rule(lambda g, x: f"{g.c(2)} ** {x}"),
+)
 _expm1 = _math("expm1", np.expm1, lambda ctx, gy: (gy * (ctx.out + 1),), ("out",))
 _log = _math("log", np.log, lambda ctx, gy: (gy / ctx.input,), ("input",))
 _log2 = _math("log2", np.log2, lambda ctx, gy: (gy / (ctx.input * _LN2),), ("input",))
@@ -278,6 +312,7 @@ _rsqrt = _math(
     lambda x: np.reciprocal(np.sqrt(x)),
     lambda ctx, gy: (gy * ctx.out * ctx.out * ctx.out * -0.5,),
     ("out",),
+    _float_rule(lambda g, x: f"{g.c(1)} / {g.call('sqrt', x)}"),
 )
 
 
@@ -431,7 +466,13 @@ arctanh = atanh
 
 # -- sigmoid and the error function ------------------------------------------------------------
 # NOTE: scipy's expit is exp(-|x|)-based: no overflow for large |x|, exact 0/1 in the limits.
-_sigmoid = _math("sigmoid", sc.expit, lambda ctx, gy: (gy * ctx.out * (1 - ctx.out),), ("out",))
+_sigmoid = _math(
+    "sigmoid",
+    sc.expit,
+    lambda ctx, gy: (gy * ctx.out * (1 - ctx.out),),
+    ("out",),
+    _float_rule(lambda g, x: f"{g.c(1)} / ({g.c(1)} + {g.call('exp', f'-{x}')})"),
+)
 _erf = _math(
     "erf",
     _special.erf,
@@ -449,6 +490,7 @@ _erfinv = _math(
     sc.erfinv,
     lambda ctx, gy: (gy * exp(ctx.out * ctx.out) * _SQRT_PI_OVER_2,),
     ("out",),
+    lambda g, x: None,  # no scalar erfinv in numba
 )
 
 
@@ -513,9 +555,27 @@ def _sign_kernel(x):
     return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
 
 
-_floor = _unary("floor", _rounding(np.floor), grad=_zero_grad, accepts="number")
-_ceil = _unary("ceil", _rounding(np.ceil), grad=_zero_grad, accepts="number")
-_trunc = _unary("trunc", _rounding(np.trunc), grad=_zero_grad, accepts="number")
+_floor = _unary(
+    "floor",
+    _rounding(np.floor),
+    grad=_zero_grad,
+    accepts="number",
+    scalar=lambda g, x: f"np.floor({x})" if g.floating else x,
+)
+_ceil = _unary(
+    "ceil",
+    _rounding(np.ceil),
+    grad=_zero_grad,
+    accepts="number",
+    scalar=lambda g, x: f"np.ceil({x})" if g.floating else x,
+)
+_trunc = _unary(
+    "trunc",
+    _rounding(np.trunc),
+    grad=_zero_grad,
+    accepts="number",
+    scalar=lambda g, x: f"np.trunc({x})" if g.floating else x,
+)
 _round = defop(
     "round",
     inputs=("input",),
@@ -525,12 +585,22 @@ _round = defop(
     grad=_zero_grad,
     elementwise=True,
 )
-_sign = _unary("sign", _sign_kernel, grad=_zero_grad)
+_sign = _unary(
+    "sign",
+    _sign_kernel,
+    grad=_zero_grad,
+    scalar=lambda g, x: (
+        x
+        if g.dtype.kind == "b"
+        else f"({g.c(1)} if {x} > {g.c(0)} else ({g.c(-1)} if {x} < {g.c(0)} else {g.c(0)}))"
+    ),
+)
 _frac = _unary(
     "frac",
     lambda x: x - np.trunc(x),
     grad=lambda ctx, gy: (gy,),
     accepts="float",
+    scalar=_float_rule(lambda g, x: f"{x} - np.trunc({x})"),
 )
 
 
@@ -579,6 +649,12 @@ def _clamp_kernel(x, lo, hi):
     return x
 
 
+def _clamp_scalar(g, x, lo, hi):
+    if lo is not None:
+        x = g.max(x, lo)
+    return x if hi is None else g.min(x, hi)
+
+
 def _clamp_grad(ctx, gy):
     """PyTorch's rule: the input gets `gy` inside [min, max] (bounds included); a tensor bound
     gets it where it is the value taken (min only when min <= max: past it, max wins)."""
@@ -612,6 +688,7 @@ _clamp = defop(
     saves=("input", "min", "max"),
     promote="common",
     elementwise=True,
+    scalar=_number_rule(_clamp_scalar),
 )
 
 
@@ -652,16 +729,46 @@ def _nan_to_num_kernel(x, *, nan=0.0, posinf=None, neginf=None):
     return np.where(x == -np.inf, neginf, out)
 
 
+def _nan_to_num_scalar(g, x, *, nan=0.0, posinf=None, neginf=None):
+    if not g.floating:
+        return x
+    info = np.finfo(g.dtype)
+    posinf = g.c(info.max if posinf is None else posinf)
+    neginf = g.c(info.min if neginf is None else neginf)
+    inf = g.c(math.inf)
+    return (
+        f"({g.c(nan)} if {x} != {x} else ({posinf} if {x} == {inf} else "
+        f"({neginf} if {x} == -{inf} else {x})))"
+    )
+
+
+def _predicate(name, kernel, rule):
+    return _unary(
+        name,
+        kernel,
+        out_dtype=dtypes.bool_,
+        differentiable=False,
+        scalar=lambda g, x: rule(g, x) if g.floating else g.c(name == "isfinite", np.bool_),
+    )
+
+
 _nan_to_num = _unary(
     "nan_to_num",
     _nan_to_num_kernel,
     grad=lambda ctx, gy: (gy * isfinite(ctx.input),),
     saves=("input",),
+    scalar=_nan_to_num_scalar,
 )
-_isnan = _unary("isnan", np.isnan, out_dtype=dtypes.bool_, differentiable=False)
-_isinf = _unary("isinf", np.isinf, out_dtype=dtypes.bool_, differentiable=False)
-_isfinite = _unary("isfinite", np.isfinite, out_dtype=dtypes.bool_, differentiable=False)
-_logical_not = _unary("logical_not", np.logical_not, out_dtype=dtypes.bool_, differentiable=False)
+_isnan = _predicate("isnan", np.isnan, lambda g, x: f"{x} != {x}")
+_isinf = _predicate("isinf", np.isinf, lambda g, x: f"abs({x}) == {g.c(math.inf)}")
+_isfinite = _predicate("isfinite", np.isfinite, lambda g, x: f"abs({x}) < {g.c(math.inf)}")
+_logical_not = _unary(
+    "logical_not",
+    np.logical_not,
+    out_dtype=dtypes.bool_,
+    differentiable=False,
+    scalar=lambda g, x: f"not {g.truth(x, 0)}",
+)
 _bitwise_not = _unary("bitwise_not", np.invert, accepts="integral", differentiable=False)
 
 
@@ -705,6 +812,7 @@ _relu = _unary(
     grad=lambda ctx, gy: (zero_where(ctx.out <= 0, gy),),
     saves=("out",),
     accepts="number",
+    scalar=_number_rule(lambda g, x: g.max(x, g.c(0))),
 )
 
 
@@ -724,7 +832,21 @@ def _elu_grad(ctx, gy):
 
 
 # NOTE: elu, selu and celu are one op, as in PyTorch: scale * elu(x * input_scale, alpha).
-_elu = _unary("elu", fp_kernel(_elu_kernel), grad=_elu_grad, saves=("input",), accepts="float")
+def _elu_scalar(g, x, *, alpha, scale, input_scale):
+    negative = (
+        f"{g.call('expm1', f'{g.min(x, g.c(0))} * {g.c(input_scale)}')} * {g.c(alpha * scale)}"
+    )
+    return f"({x} * {g.c(scale)} if {x} > {g.c(0)} else {negative})"
+
+
+_elu = _unary(
+    "elu",
+    fp_kernel(_elu_kernel),
+    grad=_elu_grad,
+    saves=("input",),
+    accepts="float",
+    scalar=_float_rule(_elu_scalar),
+)
 
 
 def elu_call(input, alpha: float, scale: float, input_scale: float):
@@ -761,6 +883,9 @@ _threshold = _unary(
     grad=lambda ctx, gy: (zero_where(ctx.input <= ctx.threshold, gy),),
     saves=("input",),
     accepts="number",
+    scalar=_number_rule(
+        lambda g, x, *, threshold, value: f"({g.c(value)} if {x} <= {g.c(threshold)} else {x})"
+    ),
 )
 
 
@@ -784,6 +909,11 @@ _hardshrink = _unary(
     grad=lambda ctx, gy: (zero_where(_shrunk(ctx.input, ctx.lambd), gy),),
     saves=("input",),
     accepts="float",
+    scalar=_float_rule(
+        lambda g, x, *, lambd: (
+            f"({g.c(0)} if ({x} >= {g.c(-lambd)}) & ({x} <= {g.c(lambd)}) else {x})"
+        )
+    ),
 )
 
 

@@ -1,22 +1,20 @@
 """Elementwise fusion: a group of elementwise nodes runs as one node.
 
-The fused node runs its members as a `Chain` (their own CPU kernels: one op, one place, no
-second formula to keep in step), in program order, each intermediate freed after its last
-use. Generated code was the alternative, and numexpr loses to NumPy on this machine (1M
-float32, one thread, float32 constants: bias + relu 4.9 ms vs 0.8, GELU's backward 9.9 vs
-4.6, an Adam update 16.2 vs 4.1; medians from `benchmarks/fusion.py` with numexpr installed).
+The fused node has two kernels. Its "cpu-jit" kernel is a loop generated from the members'
+scalar rules (`compiler/codegen.py`: one pass over the output, intermediates in registers,
+cached on disk by the group's source), which `kernel_for` picks where generated kernels are
+allowed (numba installed, `TIDEFLOW_JIT` not 0, `use_generated_kernels`). Its "cpu" kernel
+runs the members as a `Chain` (their own NumPy kernels: one op, one place, no second formula
+to keep in step), in program order, each intermediate freed after its last use: the kernel
+without numba, for groups the generator does not cover (a member without a scalar rule, a
+half-precision dtype), and wherever a generated loop fails to compile.
 
-Groups run tile by tile along the leading axes: a tile's intermediates stay in cache and only
-the group's outputs travel to memory. That pays once a chain's arrays outgrow the last-level
-cache (32 MiB here): on 12.6M float32 elements GELU's backward takes 40 ms in tiles of 128K
-vs 84 ms as separate kernels, the Adam update 48 vs 98, bias + GELU 59 vs 72. On 1M
-elements (4 MiB, the GPT benchmark's largest) the time is about the same (GELU's backward
-2.9 vs 2.6 ms, the Adam update 3.6 vs 3.3, bias + relu 0.84 vs 0.63), and memory is what the
-plan says: a tile's intermediates are ~512 KiB, not whole arrays (W3 GPT step, tracemalloc
-peak: 88.6 MiB tiled, 90.6 unfused, 94.6 fused on whole arrays, where a group keeps its
-inputs alive to its end). Groups no larger than one tile run on whole arrays.
-
-Elementwise kernels are position-independent, so tiles give the same bits as whole arrays.
+The NumPy path runs large groups tile by tile along the leading axes, so a tile's
+intermediates stay in cache and only the group's outputs travel to memory: that pays once a
+chain's arrays outgrow the last-level cache, and bounds the memory a group's intermediates
+take to a tile's (`benchmarks/fusion.py` measures both paths). Groups no larger than one tile
+run on whole arrays. Elementwise kernels are position-independent, so tiles give the same
+bits as whole arrays.
 """
 
 from __future__ import annotations
@@ -26,9 +24,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ...backends import jit
 from ...framework.registry import Meta, OpDef
 from ...framework.sbp import B, S, Signature
 from ..chain import Chain
+from ..codegen import GeneratedKernel, Unsupported
 from ..ir import Node, Program, Value
 
 TILE_ELEMENTS = 1 << 17  # 512 KiB of float32: the best of 32K-256K tiles on 1M-12M elements
@@ -124,13 +124,18 @@ def _fused_node(
     inputs = tuple(dict.fromkeys(v for n in members for v in n.inputs if v not in defined))
     shape = members[0].outputs[0].shape
     kernel = FusedKernel(members, inputs, outputs, _tiles(shape, tile_elements))
+    kernels: dict[str, Callable] = {"cpu": kernel}
+    try:
+        kernels[jit.KERNEL_KEY] = GeneratedKernel(members, inputs, outputs, fallback=kernel)
+    except Unsupported as exc:
+        kernel.not_generated = str(exc)
     metas = tuple(v.meta for v in outputs)
     op = OpDef(
         f"fused({','.join(n.op.name for n in members)})",
         inputs=tuple(f"x{i}" for i in range(len(inputs))),
         meta=lambda *_, **__: metas[0] if len(metas) == 1 else metas,
         sbp=_fused_sbp(shape, len(outputs)),
-        kernels={"cpu": kernel},
+        kernels=kernels,
         n_out=len(outputs),
         differentiable=False,
     )
@@ -191,6 +196,7 @@ class FusedKernel:
         tiles: list[tuple[slice, ...]],
     ) -> None:
         self._chain = Chain(members, inputs, outputs)
+        self.not_generated = ""  # why the group has no generated loop, if it has none
         self._shapes = tuple(v.shape for v in outputs)
         ndim = len(members[0].outputs[0].shape)
         self._tiles = tuple(
@@ -228,3 +234,20 @@ def _operand_index(shape: tuple[int, ...], tile: tuple[slice, ...], ndim: int):
         for axis, size in enumerate(shape, ndim - len(shape))
     )
     return None if all(i == slice(None) for i in index) else index
+
+
+def describe_fused(program: Program) -> str:
+    """Each fused node of `program` with how it runs: its generated loop (where the source
+    is cached, and the source) or why it runs its members' NumPy kernels (graph.debug(1))."""
+    parts = []
+    for node in program.nodes:
+        numpy_kernel = node.op.kernels.get("cpu")
+        if not isinstance(numpy_kernel, FusedKernel):
+            continue
+        generated = node.op.kernels.get(jit.KERNEL_KEY)
+        if generated is None:
+            parts.append(f"{node.name}: NumPy kernels ({numpy_kernel.not_generated})")
+        else:
+            how = "generated loop" if jit.available() else "generated loop, unused (no numba)"
+            parts.append(f"{node.name}: {how}, {generated.path}\n{generated.source}")
+    return "\n".join(parts)

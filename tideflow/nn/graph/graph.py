@@ -9,6 +9,7 @@ from collections import OrderedDict
 
 from ...compiler import Program
 from ...compiler.lazy import LazyArray
+from ...compiler.passes.fuse import describe_fused
 from ...framework.errors import TideflowError
 from ...framework.grad_mode import is_grad_enabled
 from ...framework.tensor import raw_data
@@ -261,7 +262,8 @@ class Graph:
     def debug(self, v_level: int = 0) -> None:
         """Print what compiling does from the next compilation on: -1 nothing, 0 the node
         count after each pass, the compile time and the memory plan; 1 (or more) also the
-        whole IR as traced and after each pass."""
+        whole IR as traced and after each pass, and each fused group's generated loop (its
+        source and where it is cached) or why it runs NumPy kernels."""
         if isinstance(v_level, bool) or not isinstance(v_level, int) or v_level < -1:
             raise ValueError(f"debug: v_level must be an integer >= -1, got {v_level!r}")
         self.__dict__["_debug_level"] = v_level
@@ -279,6 +281,8 @@ class Graph:
         title = "traced from build()" if stage == "traced" else f"after {stage}"
         if self._debug_level >= 1:
             print(f"[{self.name}] IR {title}:\n{program}")
+            if stage == "fuse_elementwise" and (fused := describe_fused(program)):
+                print(f"[{self.name}] fused groups:\n{fused}")
         else:
             print(f"[{self.name}] {title}: {len(program.nodes)} nodes")
 
