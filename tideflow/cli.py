@@ -62,7 +62,7 @@ def _train_gpt(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         if config.uses_graph or world.size > 1:
             check_gpt_parallel(config, config.dp, config.tp, config.pp, world.size)
     except ValueError as e:
-        parser.error(str(e))
+        _refuse(parser, str(e), world)
     result = train_char_gpt(config)
     if world.rank != 0:  # a parallel run reports once
         return 0
@@ -73,6 +73,17 @@ def _train_gpt(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     )
     print(f"sample from the reloaded checkpoint {result.checkpoint}:\n{result.sample}")
     return 0
+
+
+def _refuse(parser: argparse.ArgumentParser, message: str, world) -> None:
+    """`parser.error(message)` on every rank of a job, each rank's message written before any
+    rank exits: the launcher drops what ranks still running print once one exits non-zero."""
+    parser.print_usage(sys.stderr)
+    sys.stderr.write(f"{parser.prog}: error: {message}\n")
+    sys.stderr.flush()
+    if world.size > 1:
+        world.comm.barrier()
+    sys.exit(2)
 
 
 def _sample_gpt(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
