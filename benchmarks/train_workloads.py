@@ -12,6 +12,8 @@ and the ratio stays meaningful even when the absolute times do not.
 
 from __future__ import annotations
 
+import ctypes
+import glob
 import os
 import statistics
 import time
@@ -176,9 +178,31 @@ def _blas_threads_from_environment() -> int | None:
     return None
 
 
+def openblas_core() -> str:
+    """The kernel family NumPy's OpenBLAS runs ("SkylakeX", "Haswell", ...): machines may
+    force an older one with OPENBLAS_CORETYPE, which slows NumPy's GEMMs, not PyTorch's."""
+    libs = glob.glob(
+        os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs", "*openblas*")
+    )
+    for path in libs:
+        lib = ctypes.CDLL(path)
+        for name in ("scipy_openblas_get_corename64_", "openblas_get_corename64_",
+                     "openblas_get_corename"):  # fmt: skip
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn.restype = ctypes.c_char_p
+                return fn().decode()
+    return "unknown"
+
+
 def thread_setup(torch) -> str:
     """Give torch as many threads as NumPy's BLAS uses: as threadpoolctl reports, else as
-    OPENBLAS_NUM_THREADS / OMP_NUM_THREADS asked; with neither, both keep their defaults."""
+    OPENBLAS_NUM_THREADS / OMP_NUM_THREADS asked; with neither, both keep their defaults.
+    Also says which OpenBLAS kernels NumPy runs."""
+    return f"{_threads(torch)}; NumPy's OpenBLAS kernels: {openblas_core()}"
+
+
+def _threads(torch) -> str:
     try:
         from threadpoolctl import threadpool_info
     except ImportError:
