@@ -25,8 +25,6 @@ ONE = par.placement("cpu", [0])
 GRID = par.placement("cpu", [[0]])
 
 
-
-
 @pytest.mark.mpi
 def test_saved_on_4_ranks_loads_on_4_2_and_1(launch, tmp_path):
     path = str(tmp_path / "checkpoint")
@@ -203,6 +201,8 @@ def test_a_region_is_assembled_from_the_overlapping_part_of_a_shard(tmp_path):
     path = checkpoint(tmp_path, {"w": g(value)})
     document = json.loads((path / "metadata.json").read_text())
     record = document["tensors"][0]
-    reader = sharded._ShardReader(str(path), "test")
-    part = reader.region("w", flow.float64, (3, 4), record["shards"], (slice(1, 3), slice(2, 4)))
+    with sharded._ShardReader(str(path), "test") as reader:
+        part = reader.region(
+            "w", flow.float64, (3, 4), record["shards"], (slice(1, 3), slice(2, 4))
+        )
     np.testing.assert_array_equal(part, value[1:3, 2:4])

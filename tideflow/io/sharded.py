@@ -14,16 +14,28 @@ Saving (collective: every rank of the job calls it with the same structure):
   rank writes its shard if it is the first rank along every broadcast axis (so each piece of
   a tensor is written once);
 - local tensors and every other value are taken from rank 0 (rank 0 writes them);
-- atomic: the ranks write into a temporary directory next to the target, which rank 0
-  renames into place once every rank's file is complete. A previous checkpoint under the
-  name is renamed away first and then deleted (a crash between the two renames leaves it as
-  the hidden `.<name>.<token>.old`); a failure on any rank leaves the name untouched.
+- atomic, also against a process killed at any moment (tests/unit/test_checkpoint_crash.py):
+  1. the ranks write into a temporary directory `.<name>.<token>.tmp` next to the target,
+     each rank file fsynced and renamed into it complete (`_file.write`);
+  2. rank 0 writes metadata.json last, fsyncs it and the directory (a directory without
+     metadata.json is no checkpoint);
+  3. rank 0 swaps the temporary directory with the target in one `renameat2(RENAME_EXCHANGE)`
+     (Linux), fsyncs the parent and deletes the previous checkpoint, now under the temporary
+     name. So the name holds the previous or the new checkpoint at every moment; a kill
+     leaves at most a hidden `.<name>.<token>.tmp` behind. Where the exchange is not
+     available (other systems, filesystems without it), the previous checkpoint is renamed
+     away first (to `.<name>.<token>.old`), which leaves a moment without the name;
+  a failure on any rank leaves the name untouched.
 
 Loading needs no communication. In a world of one it returns local tensors holding the full
 logical values. In a larger world it returns global tensors: on the saved placement and
 layout when the world has the saved size, else split over every rank along the dim the
 checkpoint was split along (broadcast if it was not). Each rank reads only the bytes of its
-own shard (memory-mapped). `Module.load_state_dict` then converts them to the layout of the
+own shard (memory-mapped). Every file is treated as hostile: only `metadata.json` (at most
+`_MAX_METADATA_BYTES`) and files named `rank_NNNNN.safetensors` in the directory itself are
+opened, never through a symbolic link; headers, offsets, shapes and dtypes are checked
+against the file sizes before anything is allocated, so memory stays bounded by the bytes
+the checkpoint really holds. `Module.load_state_dict` then converts them to the layout of the
 module's parameters. A shard read whole is checked against its CRC-32; a shard read in part
 (loading onto another layout) is not.
 
@@ -32,12 +44,15 @@ The files share one directory, so every rank must see the same filesystem path.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import math
 import os
 import re
 import secrets
 import shutil
+import stat
 import zlib
 from collections.abc import Callable
 
@@ -56,7 +71,7 @@ from ..parallel.dispatch import install
 from ..parallel.global_tensor import GlobalTensor, wrap
 from ..parallel.placement import placement as Placement
 from ..parallel.to_global import global_class
-from ._file import _FROM_CODE, as_contiguous, write
+from ._file import _FROM_CODE, _MAX_HEADER_BYTES, as_contiguous, write
 from ._structure import Decoder
 
 __all__ = ["is_sharded_checkpoint", "load", "save"]
@@ -66,6 +81,9 @@ FORMAT_VERSION = 1
 METADATA = "metadata.json"
 _CRC_KEY = "tideflow.crc32"  # in each rank file's safetensors metadata: {name: crc32}
 _RANK_FILE = re.compile(r"rank_\d{5}\.safetensors")
+_MAX_METADATA_BYTES = _MAX_HEADER_BYTES  # the same bound as a single file's JSON header
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
 
 
 def is_sharded_checkpoint(f) -> bool:
@@ -263,24 +281,24 @@ def _document_crc(body: dict) -> str:
 
 def _publish(document: dict, tmp: str, target: str, token: str) -> None:
     """Rank 0: the metadata last (a directory without it is no checkpoint), then the
-    directory into place, replacing what the name held."""
+    directory into place, replacing what the name held (see the module docstring)."""
     path = os.path.join(tmp, METADATA)
     with open(path, "w") as out:
         json.dump(document, out, separators=(",", ":"), allow_nan=False)
         out.flush()
         os.fsync(out.fileno())
+    _fsync_directory(tmp)
     parent, base = os.path.split(target)
     old = None
-    if os.path.lexists(target):
+    if not os.path.lexists(target):
+        os.rename(tmp, target)
+    elif _exchange(tmp, target):
+        old = tmp  # now holds the previous checkpoint
+    else:
         old = os.path.join(parent, f".{base}.{token}.old")
         os.rename(target, old)
-    os.rename(tmp, target)
-    if os.name == "posix":  # make the renames durable
-        fd = os.open(parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        os.rename(tmp, target)
+    _fsync_directory(parent)  # make the renames durable
     if old is not None:
         if os.path.isdir(old) and not os.path.islink(old):
             shutil.rmtree(old)
@@ -288,21 +306,58 @@ def _publish(document: dict, tmp: str, target: str, token: str) -> None:
             os.remove(old)
 
 
+def _fsync_directory(path: str) -> None:
+    if os.name == "posix":
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Swap the entries `a` and `b` in one atomic step; False where the system or the
+    filesystem cannot (the caller then renames in two steps)."""
+    renameat2 = getattr(_libc(), "renameat2", None) if os.name == "posix" else None
+    if renameat2 is None:
+        return False
+    done = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if done == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), b)
+
+
+_LIBC: list = []
+
+
+def _libc():
+    if not _LIBC:
+        try:
+            _LIBC.append(ctypes.CDLL(None, use_errno=True))
+        except OSError:
+            _LIBC.append(None)
+    return _LIBC[0]
+
+
 # -- loading -----------------------------------------------------------------------------------
 def load(f, relocate: Callable[[Tensor], Tensor], context: str):
     """The object saved as the sharded checkpoint directory `f` (see the module docstring)."""
     directory = os.fspath(f)
     document = _read_document(directory, context)
-    reader = _ShardReader(directory, context)
     world_size = communicator(None).size
     tensors = []
-    for i, record in enumerate(document["tensors"]):
-        try:
-            tensors.append(_tensor(record, reader, world_size, document["world_size"], relocate))
-        except (ValueError, TypeError, KeyError, IndexError) as e:
-            raise TideflowError(
-                f"{context}: malformed checkpoint: tensor record {i} {record!r:.160}: {e}"
-            ) from None
+    with _ShardReader(directory, context) as reader:
+        for i, record in enumerate(document["tensors"]):
+            try:
+                saved_world = document["world_size"]
+                tensors.append(_tensor(record, reader, world_size, saved_world, relocate))
+            except (ValueError, TypeError, KeyError, IndexError, OverflowError) as e:
+                raise TideflowError(
+                    f"{context}: malformed checkpoint: tensor record {i} {record!r:.160}: {e}"
+                ) from None
     try:
         return Decoder(tensors, context).decode(document["root"])
     except RecursionError:
@@ -312,13 +367,20 @@ def load(f, relocate: Callable[[Tensor], Tensor], context: str):
 
 
 def _read_document(directory: str, context: str) -> dict:
+    with _open_inside(directory, METADATA, context) as stream:
+        size = os.fstat(stream.fileno()).st_size
+        if size > _MAX_METADATA_BYTES:
+            raise TideflowError(
+                f"{context}: malformed checkpoint: {METADATA} holds {size} bytes, more than "
+                f"the limit of {_MAX_METADATA_BYTES}"
+            )
+        text = stream.read(size)
     try:
-        with open(os.path.join(directory, METADATA)) as stream:
-            document = json.load(stream)
+        document = json.loads(text)
         body = {k: v for k, v in document.items() if k != "crc32"}
         stored_crc = document.get("crc32")
     except (ValueError, RecursionError, AttributeError) as e:
-        raise TideflowError(f"{context}: malformed {METADATA}: {e}") from None
+        raise TideflowError(f"{context}: malformed {METADATA}: {e}"[:400]) from None
     if body.get("format") != FORMAT:
         raise TideflowError(f"{context}: {METADATA} does not describe a {FORMAT} checkpoint")
     if body.get("version") != FORMAT_VERSION:
@@ -379,22 +441,62 @@ def _target_layout(record: dict, shape: tuple, world_size: int, saved_world: int
     return Placement.all("cpu"), (splits[0] if splits else B,)
 
 
+def _open_inside(directory: str, file: str, context: str):
+    """`file` (a plain name) of `directory` opened for reading, refusing a symbolic link or
+    anything but a regular file: a checkpoint never makes tideflow read outside itself."""
+    path = os.path.join(directory, file)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        raise TideflowError(f"{context}: {file} is missing from the checkpoint") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise TideflowError(
+                f"{context}: {file} is a symbolic link; a checkpoint's files must lie in its "
+                "directory"
+            ) from None
+        raise TideflowError(f"{context}: cannot open {file}: {e.strerror}") from None
+    stream = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        stream.close()
+        raise TideflowError(f"{context}: {file} is not a regular file")
+    return stream
+
+
 class _ShardReader:
-    """Reads parts of the stored shards, memory-mapping the rank files (headers cached)."""
+    """Reads parts of the stored shards, memory-mapping the rank files (opened once each,
+    headers validated and cached). A context manager: leaving it closes the files."""
 
     def __init__(self, directory: str, context: str) -> None:
         self.directory = directory
         self.context = context
         self._headers: dict[str, tuple[dict, int, dict]] = {}
+        self._files: dict[str, object] = {}
+
+    def __enter__(self) -> _ShardReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for stream in self._files.values():
+            stream.close()
+        self._files.clear()
 
     def region(self, name: str, dtype, shape: tuple, shards: list, region: tuple) -> np.ndarray:
         """The part `region` (slices of the logical tensor `shape`) assembled from `shards`."""
-        out = np.empty(tuple(r.stop - r.start for r in region), dtype.np)
-        filled = 0
+        if type(shards) is not list:
+            raise ValueError("the shard list is not a list")
+        pieces, files, filled, stored = [], set(), 0, 0
         for shard in shards:
-            offset, size = shard["offset"], shard["shape"]
+            file, offset, size = shard["file"], shard["offset"], shard["shape"]
             if len(offset) != len(shape) or len(size) != len(shape):
                 raise ValueError(f"shard {shard} does not match the shape {list(shape)}")
+            if file in files:
+                raise ValueError(f"two shards of {name!r} name the file {file!r:.80}")
+            files.add(file)
+            # the shard must be in its file as described: this bounds what is allocated below
+            # by the bytes the files really hold
+            self._entry(file, name, dtype, tuple(size))
+            stored += math.prod(size)
             # per dim: the overlap [a, b) of the wanted region and this shard
             overlap = [
                 (max(r.start, o), min(r.stop, o + n))
@@ -402,19 +504,25 @@ class _ShardReader:
             ]
             if any(a >= b for a, b in overlap):
                 continue
-            starts = [r.start for r in region]
+            pieces.append((file, tuple(size), offset, overlap))
+            filled += math.prod(b - a for a, b in overlap)
+        wanted = math.prod(r.stop - r.start for r in region)
+        if filled != wanted or wanted > stored:
+            raise ValueError(
+                f"the shards of {name!r} cover {filled} of the {wanted} elements needed"
+            )
+        out = np.empty(tuple(r.stop - r.start for r in region), dtype.np)
+        starts = [r.start for r in region]
+        for file, size, offset, overlap in pieces:
             part = tuple(slice(a - o, b - o) for (a, b), o in zip(overlap, offset, strict=True))
             dst = tuple(slice(a - s, b - s) for (a, b), s in zip(overlap, starts, strict=True))
-            out[dst] = self._read(shard["file"], name, dtype, tuple(size), part)
-            filled += math.prod(b - a for a, b in overlap)
-        if filled != out.size:
-            raise ValueError(
-                f"the shards of {name!r} cover {filled} of the {out.size} elements needed"
-            )
+            out[dst] = self._read(file, name, dtype, size, part)
         return out
 
-    def _read(self, file: str, name: str, dtype, size: tuple, part: tuple) -> np.ndarray:
-        entries, start, crcs = self._header(file)
+    def _entry(self, file, name: str, dtype, size: tuple) -> tuple[int, int]:
+        """(begin, end) of the bytes of the shard of `name` in `file`, checked against what
+        the metadata says it is."""
+        entries, start, _ = self._header(file)
         entry = entries.get(name)
         if entry is None:
             raise TideflowError(f"{self.context}: {file} holds no shard of {name!r}")
@@ -426,10 +534,19 @@ class _ShardReader:
         ):
             raise TideflowError(
                 f"{self.context}: the shard of {name!r} in {file} is {entry['dtype']} "
-                f"{entry['shape']}, where the metadata says {dtype} {list(size)}"
+                f"{entry['shape']} ({end - begin} bytes), where the metadata says {dtype} "
+                f"{list(size)}"
             )
-        path = os.path.join(self.directory, file)
-        mapped = np.memmap(path, dtype.np, "r", offset=start + begin, shape=(math.prod(size),))
+        return start + begin, start + end
+
+    def _read(self, file: str, name: str, dtype, size: tuple, part: tuple) -> np.ndarray:
+        begin, _ = self._entry(file, name, dtype, size)
+        _, _, crcs = self._header(file)
+        count = math.prod(size)
+        if count == 0:
+            return np.empty(size, dtype.np)[part]
+        stream = self._files[file]
+        mapped = np.memmap(stream, dtype.np, "r", offset=begin, shape=(count,))
         whole = all(p.start == 0 and p.stop == n for p, n in zip(part, size, strict=True))
         if whole and crcs.get(name) != f"{zlib.crc32(mapped.view(np.uint8)):08x}":
             raise TideflowError(
@@ -440,26 +557,53 @@ class _ShardReader:
         del mapped
         return out
 
-    def _header(self, file: str) -> tuple[dict, int, dict]:
+    def _header(self, file) -> tuple[dict, int, dict]:
         cached = self._headers.get(file)
         if cached is not None:
             return cached
         if not isinstance(file, str) or not _RANK_FILE.fullmatch(file):
-            raise TideflowError(f"{self.context}: malformed checkpoint: shard file {file!r:.80}")
-        path = os.path.join(self.directory, file)
+            raise TideflowError(
+                f"{self.context}: malformed checkpoint: shard file {file!r:.80} (shards are "
+                "named rank_NNNNN.safetensors, in the checkpoint's directory)"
+            )
+        stream = _open_inside(self.directory, file, self.context)
+        self._files[file] = stream
+        total = os.fstat(stream.fileno()).st_size
+        size = int.from_bytes(stream.read(8), "little")
+        if total < 8 or size > total - 8 or size > _MAX_HEADER_BYTES:
+            raise TideflowError(
+                f"{self.context}: {file} is truncated or not a safetensors file: its header "
+                f"declares {size} bytes, the file holds {total}"
+            )
         try:
-            with open(path, "rb") as stream:
-                size = int.from_bytes(stream.read(8), "little")
-                header = json.loads(stream.read(size))
-            total = os.path.getsize(path)
-        except FileNotFoundError:
-            raise TideflowError(f"{self.context}: shard file {file} is missing") from None
-        except (ValueError, RecursionError) as e:
-            raise TideflowError(f"{self.context}: {file} is not a safetensors file: {e}") from None
-        meta = header.pop("__metadata__", None) or {}
+            header = json.loads(stream.read(size))
+            meta = header.pop("__metadata__", None) or {}
+            crcs = json.loads(meta.get(_CRC_KEY, "{}"))
+            well_formed = type(crcs) is dict and all(_valid_entry(e) for e in header.values())
+        except (ValueError, RecursionError, AttributeError, TypeError) as e:
+            raise TideflowError(
+                f"{self.context}: {file} is not a safetensors file: {e}"[:400]
+            ) from None
+        if not well_formed:
+            raise TideflowError(f"{self.context}: {file} has a malformed safetensors header")
         start = 8 + size
         if any(start + e["data_offsets"][1] > total for e in header.values()):
             raise TideflowError(f"{self.context}: {file} is truncated")
-        crcs = json.loads(meta.get(_CRC_KEY, "{}"))
         self._headers[file] = (header, start, crcs)
         return header, start, crcs
+
+
+def _valid_entry(entry) -> bool:
+    def count(x) -> bool:
+        return type(x) is int and x >= 0
+
+    return (
+        type(entry) is dict
+        and type(entry.get("dtype")) is str
+        and type(entry.get("shape")) is list
+        and all(count(n) for n in entry["shape"])
+        and type(entry.get("data_offsets")) is list
+        and len(entry["data_offsets"]) == 2
+        and all(count(n) for n in entry["data_offsets"])
+        and entry["data_offsets"][0] <= entry["data_offsets"][1]
+    )
