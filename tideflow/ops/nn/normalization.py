@@ -18,7 +18,7 @@ from ...framework import dtype as dtypes
 from ...framework.errors import DTypeError, ShapeError, TideflowError
 from ...framework.grad_mode import no_grad
 from ...framework.node import is_float
-from .._rules import B, Meta, S, Signature, defop, dispatch
+from .._rules import B, Meta, P, S, Signature, defop, dispatch
 from .softmax import compute_dtype, refuse_grad, reject_unless
 
 __all__ = ["batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm"]
@@ -117,20 +117,14 @@ def _layer_norm_kernel(x, w, b, *, normalized_shape, eps):
 
 def _layer_norm_grad(ctx, gy, gmean, grstd):
     need_x, need_w, need_b = ctx.needs_input_grad
-    axes = tuple(range(-len(ctx.normalized_shape), 0))
-    n = math.prod(ctx.normalized_shape)
-    w, rstd = ctx.weight, ctx.out2
-    xhat = (ctx.input - ctx.out1) * rstd
-    gx = None
-    if need_x:
-        g = gy if w is None else gy * w
-        # d rstd / dx = -rstd^2 * xhat / n and d mean / dx = 1 / n carry the statistics'
-        # cotangents (nonzero in double backward); they fold into the per-row coefficients.
-        coef = ((g * xhat).sum(axes, keepdim=True) * rstd + grstd * rstd * rstd) / n
-        shift = g.sum(axes, keepdim=True) * rstd / n - gmean / n
-        gx = g * rstd - shift - xhat * coef
-    # NOTE: the engine sums weight/bias gradients over the leading (batch) dims.
-    return gx, (gy * xhat if need_w else None), (gy if need_b else None)
+    # NOTE: one op (one pass over the rows) instead of a dozen; the statistics' cotangents
+    # (zeros unless double backward reaches mean/rstd) fold into its per-row coefficients.
+    gx, gw, gb = dispatch(
+        _layer_norm_backward,
+        (gy, ctx.input, ctx.weight, ctx.out1, ctx.out2, gmean, grstd),
+        {"normalized_shape": ctx.normalized_shape},
+    )
+    return (gx if need_x else None), (gw if need_w else None), (gb if need_b else None)
 
 
 _layer_norm = defop(
@@ -143,6 +137,147 @@ _layer_norm = defop(
     saves=("input", "weight", "out1", "out2"),
     n_out=3,
 )
+
+
+# -- layer_norm_backward ----------------------------------------------------------------------
+# PyTorch's native_layer_norm_backward, plus the cotangents of the statistics (grad_mean,
+# grad_rstd: None or zeros in a first backward) so double backward through mean/rstd stays
+# exact. Per row, with g = grad_out * weight and xhat = (x - mean) * rstd:
+#   gx = g * rstd - (rstd * sum(g) - grad_mean) / n - xhat * (rstd * sum(g * xhat)
+#        + grad_rstd * rstd^2) / n
+# and gw, gb the batch sums of grad_out * xhat and grad_out.
+def _layer_norm_backward_meta(gy: Meta, x: Meta, w, mean, rstd, gmean, grstd, *, normalized_shape):
+    _layer_norm_meta(x, w, None, normalized_shape=normalized_shape, eps=0.0)
+    if tuple(gy.shape) != tuple(x.shape) or gy.dtype is not x.dtype:
+        raise ShapeError(
+            f"layer_norm_backward: expected grad_out of shape {list(x.shape)} and dtype "
+            f"{x.dtype.name}, got {list(gy.shape)} and {gy.dtype.name}"
+        )
+    k = len(normalized_shape)
+    stat = (x.shape[: len(x.shape) - k] + (1,) * k, _stat_dtype(x.dtype))
+    for name, m in (("mean", mean), ("rstd", rstd), ("grad_mean", gmean), ("grad_rstd", grstd)):
+        if m is not None and (tuple(m.shape), m.dtype) != stat:
+            raise ShapeError(
+                f"layer_norm_backward: expected {name} of shape {list(stat[0])} and dtype "
+                f"{stat[1].name}, got {list(m.shape)} and {m.dtype.name}"
+            )
+    param = Meta(tuple(normalized_shape), x.dtype if w is None else w.dtype)
+    return Meta(x.shape, x.dtype), param, param
+
+
+def _layer_norm_backward_sbp(gy: Meta, x: Meta, w, mean, rstd, gmean, grstd, *, normalized_shape):
+    """The forward's batch splits; the parameter gradients are then partial sums."""
+    opt = tuple(None if m is None else S for m in (gmean, grstd))
+    wb = None if w is None else B
+    sigs = []
+    for i in range(len(x.shape) - len(normalized_shape)):
+        stats = tuple(None if o is None else S(i) for o in opt)
+        sigs.append(Signature((S(i), S(i), wb, S(i), S(i), *stats), (S(i), P, P)))
+    stats = tuple(None if o is None else B for o in opt)
+    return [*sigs, Signature((B, B, wb, B, B, *stats), (B, B, B))]
+
+
+def _layer_norm_backward_kernel(gy, x, w, mean, rstd, gmean, grstd, *, normalized_shape):
+    k = len(normalized_shape)
+    reject_unless(
+        gy.shape == x.shape
+        and x.shape[x.ndim - k :] == normalized_shape
+        and _accepts(x, normalized_shape, w),
+        "layer_norm_backward",
+    )
+    axes = tuple(range(x.ndim - k, x.ndim))
+    n = math.prod(normalized_shape)
+    ct = compute_dtype(x)
+    gyc = gy.astype(ct, copy=False)
+    xhat = x.astype(ct, copy=False) - mean
+    xhat *= rstd
+    g = gyc if w is None else gyc * w
+    with np.errstate(invalid="ignore", divide="ignore"):  # empty rows: nan coefficients
+        c1 = _mean(g, axes) * rstd
+        c2 = _mean(g * xhat, axes) * rstd
+        if gmean is not None:
+            c1 -= gmean / n
+        if grstd is not None:
+            c2 += grstd * rstd * rstd / n
+    gx = g * rstd
+    gx -= c1
+    gx -= xhat * c2
+    lead = tuple(range(x.ndim - k))
+    xhat *= gyc
+    pdt = x.dtype if w is None else w.dtype
+    gw = np.sum(xhat, axis=lead).astype(pdt, copy=False)
+    gb = np.sum(gyc, axis=lead).astype(pdt, copy=False)
+    return gx.astype(x.dtype, copy=False), gw, gb
+
+
+def _layer_norm_backward_grad(ctx, a, bw, bb):
+    """The vector-Jacobian product of the formula above (derivation in the comments)."""
+    need = ctx.needs_input_grad
+    gy, x, w, mean, rstd, grstd = (
+        ctx.grad_out, ctx.input, ctx.weight, ctx.mean, ctx.rstd, ctx.grad_rstd,
+    )  # fmt: skip
+    axes = tuple(range(-len(ctx.normalized_shape), 0))
+    n = math.prod(ctx.normalized_shape)
+    xc = x - mean
+    xhat = xc * rstd
+    g = gy if w is None else gy * w
+    sa = a.sum(axes, keepdim=True)
+    sax = (a * xhat).sum(axes, keepdim=True)
+    s1 = g.sum(axes, keepdim=True)
+    s2 = (g * xhat).sum(axes, keepdim=True)
+    # d<a, gx>/dg, through g itself and through sum(g) and sum(g * xhat)
+    h = (a - sa / n - xhat * sax / n) * rstd
+    ggy = (h if w is None else h * w) + bw * xhat + bb
+    # d/dxhat at fixed rstd: through sum(a * xhat), sum(g * xhat) and gw's grad_out * xhat
+    c2 = s2 * rstd if grstd is None else s2 * rstd + grstd * rstd * rstd
+    q = bw * gy - (a * c2 + g * (sax * rstd)) / n
+    # d/drstd at fixed xhat, then through xhat = (x - mean) * rstd
+    d_rstd = (a * g).sum(axes, keepdim=True) - (s1 * sa + s2 * sax) / n
+    if grstd is not None:
+        d_rstd = d_rstd - sax * grstd * rstd * (2 / n)
+    d_rstd = d_rstd + (q * xc).sum(axes, keepdim=True)
+    grads = (
+        ggy,
+        q * rstd,
+        None if w is None else h * gy,  # the engine sums it over the batch dims
+        -(q.sum(axes, keepdim=True) * rstd),
+        d_rstd,
+        sa / n,
+        -(sax * rstd * rstd) / n,
+    )
+    return tuple(gr if nd else None for gr, nd in zip(grads, need, strict=True))
+
+
+_layer_norm_backward = defop(
+    "layer_norm_backward",
+    inputs=("grad_out", "input", "weight", "mean", "rstd", "grad_mean", "grad_rstd"),
+    meta=_layer_norm_backward_meta,
+    sbp=_layer_norm_backward_sbp,
+    kernels={"cpu": _layer_norm_backward_kernel},
+    grad=_layer_norm_backward_grad,
+    saves=("grad_out", "input", "weight", "mean", "rstd", "grad_rstd"),
+    n_out=3,
+)
+
+
+def layer_norm_backward(
+    grad_out, input, weight, mean, rstd, normalized_shape, grad_mean=None, grad_rstd=None
+):
+    """(grad_input, grad_weight, grad_bias) of `layer_norm` at `input`, given its statistics
+    (`mean`, `rstd`: the shape of `input` with the normalized dims 1) and, optionally, their
+    cotangents; like PyTorch's `native_layer_norm_backward`, one kernel. Internal (not in
+    nn.functional, as in PyTorch): layer_norm's grad rule and the op database call it.
+
+    >>> from tideflow.ops.nn.normalization import layer_norm_backward
+    >>> x, w = flow.randn(2, 3), flow.ones(3)
+    >>> m = x.mean(-1, keepdim=True)
+    >>> r = ((x - m) ** 2).mean(-1, keepdim=True).add(1e-5).rsqrt()
+    >>> gx, gw, gb = layer_norm_backward(flow.ones(2, 3), x, w, m, r, (3,))
+    """
+    attrs = {"normalized_shape": _shape_arg(normalized_shape)}
+    return dispatch(
+        _layer_norm_backward, (grad_out, input, weight, mean, rstd, grad_mean, grad_rstd), attrs
+    )
 
 
 def _shape_arg(normalized_shape) -> tuple:

@@ -12,6 +12,7 @@ from functools import partial
 import numpy as np
 
 import tideflow as flow
+from tideflow.ops.nn.normalization import layer_norm_backward
 
 from ..opinfo import ALL_FLOATS, OpInfo, Sample, make_array
 
@@ -624,9 +625,60 @@ def _updating(name):
     return op, oracle
 
 
+def _layer_norm_backward_samples(rng, dtype):
+    """(grad_out, input, weight, mean, rstd, normalized_shape[, grad_mean, grad_rstd]): the
+    statistics are independent operands, so any values (rstd > 0) are valid points."""
+
+    def a(*shape, low=-3.0, high=3.0):
+        return make_array(rng, shape, dtype, low, high)
+
+    def case(shape, k, weight=True, stat_grads=(False, False)):
+        lead = shape[: len(shape) - k] + (1,) * k
+        norm = shape[len(shape) - k :]
+        args = (a(*shape), a(*shape), a(*norm) if weight else None, a(*lead))
+        args += (a(*lead, low=0.5, high=2.0), norm)
+        gm, gr = stat_grads
+        if gm or gr:
+            args += (a(*lead) if gm else None, a(*lead) if gr else None)
+        return Sample(args)
+
+    return [
+        case((2, 3, 4), 1),
+        case((2, 3, 4), 2, stat_grads=(True, True)),
+        case((3, 4), 1, stat_grads=(False, True)),
+        case((5,), 1, weight=False),
+        case((0, 4), 1),
+    ]
+
+
+def _torch_layer_norm_backward(torch, gy, x, w, mean, rstd, shape, gm=None, gr=None):
+    """The closed form in torch ops (torch's autograd then checks our hand-derived double
+    backward); without statistics' cotangents it is aten's native_layer_norm_backward."""
+    axes = tuple(range(-len(shape), 0))
+    n = int(np.prod(shape))
+    xhat = (x - mean) * rstd
+    g = gy if w is None else gy * w
+    c1 = g.sum(axes, keepdim=True) * rstd / n
+    c2 = (g * xhat).sum(axes, keepdim=True) * rstd / n
+    if gm is not None:
+        c1 = c1 - gm / n
+    if gr is not None:
+        c2 = c2 + gr * rstd * rstd / n
+    lead = tuple(range(x.dim() - len(shape)))
+    gw = (gy * xhat).sum(lead) if lead else gy * xhat
+    gb = gy.sum(lead) if lead else gy
+    return g * rstd - c1 - xhat * c2, gw, gb
+
+
 def _norm_records():
     records = [
         OpInfo(_fn("layer_norm"), _layer_norm_samples, dtypes=ALL_FLOATS),
+        OpInfo(
+            "layer_norm_backward",
+            _layer_norm_backward_samples,
+            op=layer_norm_backward,
+            torch=_torch_layer_norm_backward,
+        ),
         OpInfo(_fn("rms_norm"), _rms_norm_samples, dtypes=ALL_FLOATS),
         OpInfo(_fn("group_norm"), _group_norm_samples, dtypes=ALL_FLOATS),
         _constant_record("batch_norm", _batch_norm_samples, dtypes=ALL_FLOATS),
