@@ -364,9 +364,8 @@ def test_gpt_graph_with_generated_loops_equals_numpy_graph_and_eager():
     tokens = rng.integers(0, 32, (2, 9))
     x, y = flow.tensor(tokens[:, :-1]), flow.tensor(tokens[:, 1:])
     fused = _graph_generated_equals_numpy_and_eager(make, lambda m, x, y: m(x, y)[1], x, y)
-    # layer norm's forward, the attention mask, GELU's backward (layer norm's backward is one
-    # op, layer_norm_backward, no longer a group of elementwise ops)
-    assert len(fused) >= 3
+    # GELU's backward (the backward of layer norm and softmax are single ops now)
+    assert any("exp" in n.op.name for n in fused)
 
 
 @needs_numba

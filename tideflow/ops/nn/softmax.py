@@ -1,7 +1,8 @@
 """Softmax family: softmax, log_softmax, softmin.
 
 softmax and log_softmax are fused ops (one pass with the max subtracted for stability); their
-grads use the saved output only: `y * (gy - sum(gy * y))` and `gy - exp(y) * sum(gy)`.
+grads use the saved output only: `y * (gy - sum(gy * y))` and `gy - exp(y) * sum(gy)`, each
+one op (softmax_backward, log_softmax_backward) with its own grad rule.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from ...framework import dtype as dtypes
 from ...framework.errors import DTypeError, Rejected, TideflowError
 from ...framework.grad_mode import is_grad_enabled
 from ...framework.node import is_float
-from .._rules import B, Meta, S, Signature, defop, dispatch, methods, normalize_dim
+from .._rules import B, Meta, P, S, Signature, defop, dispatch, methods, normalize_dim
 
 __all__ = ["softmax", "log_softmax", "softmin"]
 
@@ -116,12 +117,131 @@ def _log_softmax_kernel(x, *, dim):
 
 
 def _softmax_grad(ctx, gy):
-    y = ctx.out
-    return (y * (gy - (gy * y).sum(ctx.dim, keepdim=True)),)
+    return (dispatch(_softmax_backward, (gy, ctx.out), {"dim": ctx.dim}),)
 
 
 def _log_softmax_grad(ctx, gy):
-    return (gy - ctx.out.exp() * gy.sum(ctx.dim, keepdim=True),)
+    return (dispatch(_log_softmax_backward, (gy, ctx.out), {"dim": ctx.dim}),)
+
+
+# -- the backward ops: one pass over the rows instead of one per primitive ------------------
+# softmax_backward(gy, y) = y * (gy - sum(gy * y)) and log_softmax_backward(gy, y) =
+# gy - exp(y) * sum(gy), sums along `dim`; y is the forward's output (PyTorch's
+# _softmax_backward_data and _log_softmax_backward_data).
+def _backward_meta(op):
+    def meta(gy: Meta, y: Meta, *, dim) -> Meta:
+        if not y.dtype.is_floating_point:
+            raise DTypeError(f"{op}: expected a floating point output, got {y.dtype.name}")
+        if tuple(gy.shape) != tuple(y.shape) or gy.dtype is not y.dtype:
+            raise DTypeError(
+                f"{op}: expected grad_out of shape {list(y.shape)} and dtype {y.dtype.name}, "
+                f"got {list(gy.shape)} and {gy.dtype.name}"
+            )
+        normalize_dim(op, dim, len(y.shape))
+        return Meta(y.shape, y.dtype)
+
+    return meta
+
+
+def _backward_sbp(gy: Meta, y: Meta, *, dim) -> list[Signature]:
+    """The forward's splits; linear in grad_out, so a partial grad_out gives a partial one."""
+    dim = normalize_dim("softmax_backward", dim, len(y.shape))
+    sigs = [Signature((S(a), S(a)), (S(a),)) for a in range(len(y.shape)) if a != dim]
+    return [*sigs, Signature((B, B), (B,)), Signature((P, B), (P,))]
+
+
+def _backward_rows(kernel):
+    """0-d operands are one row (as in `_on_rows`); halves are computed in float32."""
+
+    def run(gy, y, *, dim):
+        reject_unless(is_float(y.dtype) and gy.shape == y.shape, "softmax_backward")
+        shape, ct = y.shape, compute_dtype(y)
+        if y.ndim == 0:
+            gy, y, dim = gy.reshape(1), y.reshape(1), 0
+        gx = kernel(gy.astype(ct, copy=False), y.astype(ct, copy=False), dim)
+        return gx.reshape(shape).astype(y.dtype, copy=False)
+
+    return run
+
+
+@_backward_rows
+def _softmax_backward_kernel(gy, y, dim):
+    gx = gy * y
+    gx -= y * np.sum(gx, axis=dim, keepdims=True)
+    return gx
+
+
+@_backward_rows
+def _log_softmax_backward_kernel(gy, y, dim):
+    return gy - np.exp(y) * np.sum(gy, axis=dim, keepdims=True)
+
+
+def _softmax_backward_grad(ctx, a):
+    gy, y, dim = ctx.grad_out, ctx.output, ctx.dim
+    # <a, gx> = sum(a * y * gy) - sum(a * y) * sum(gy * y), per row
+    say = (a * y).sum(dim, keepdim=True)
+    d_gy = dispatch(_softmax_backward, (a, y), {"dim": dim})
+    d_y = a * (gy - (gy * y).sum(dim, keepdim=True)) - gy * say
+    return d_gy, d_y
+
+
+def _log_softmax_backward_grad(ctx, a):
+    gy, y, dim = ctx.grad_out, ctx.output, ctx.dim
+    e = y.exp()
+    # <a, gx> = sum(a * gy) - sum(a * exp(y)) * sum(gy), per row
+    d_gy = a - (a * e).sum(dim, keepdim=True)
+    d_y = a * e * -gy.sum(dim, keepdim=True)
+    return d_gy, d_y
+
+
+_softmax_backward = defop(
+    "softmax_backward",
+    inputs=("grad_out", "output"),
+    meta=_backward_meta("softmax_backward"),
+    sbp=_backward_sbp,
+    kernels={"cpu": _softmax_backward_kernel},
+    grad=_softmax_backward_grad,
+    saves=("grad_out", "output"),
+)
+_log_softmax_backward = defop(
+    "log_softmax_backward",
+    inputs=("grad_out", "output"),
+    meta=_backward_meta("log_softmax_backward"),
+    sbp=_backward_sbp,
+    kernels={"cpu": _log_softmax_backward_kernel},
+    grad=_log_softmax_backward_grad,
+    saves=("grad_out", "output"),
+)
+
+
+def softmax_backward(grad_out, output, dim):
+    """The gradient of `softmax(x, dim)` given its `output`, in one kernel. Internal (not in
+    nn.functional, as in PyTorch): softmax's grad rule and the op database call it.
+
+    >>> from tideflow.ops.nn.softmax import softmax_backward
+    >>> y = F.softmax(flow.tensor([[1.0, 2.0, 3.0]]), dim=1)
+    >>> softmax_backward(flow.ones(1, 3), y, 1)
+    """
+    return dispatch(
+        _softmax_backward,
+        (grad_out, output),
+        {"dim": normalize_dim("softmax_backward", dim, output.ndim)},
+    )
+
+
+def log_softmax_backward(grad_out, output, dim):
+    """The gradient of `log_softmax(x, dim)` given its `output`, in one kernel (internal, as
+    `softmax_backward`).
+
+    >>> from tideflow.ops.nn.softmax import log_softmax_backward
+    >>> y = F.log_softmax(flow.tensor([[1.0, 2.0, 3.0]]), dim=1)
+    >>> log_softmax_backward(flow.ones(1, 3), y, 1)
+    """
+    return dispatch(
+        _log_softmax_backward,
+        (grad_out, output),
+        {"dim": normalize_dim("log_softmax_backward", dim, output.ndim)},
+    )
 
 
 _softmax = defop(

@@ -13,6 +13,7 @@ import numpy as np
 
 import tideflow as flow
 from tideflow.ops.nn.normalization import layer_norm_backward
+from tideflow.ops.nn.softmax import log_softmax_backward, softmax_backward
 
 from ..opinfo import ALL_FLOATS, OpInfo, Sample, make_array
 
@@ -73,6 +74,41 @@ def _softmax_records():
             )
         )
     return records
+
+
+def _softmax_backward_samples(log):
+    """(grad_out, output, dim): any output is a valid point (outputs of softmax in (0, 1),
+    of log_softmax negative)."""
+
+    def build(rng, dtype):
+        cases = [((), 0), ((5,), 0), ((3, 4), 1), ((3, 4), 0), ((2, 3, 4), 1), ((2, 3, 4), -1)]
+        cases += [((0, 3), 1)]
+        low, high = (-4.0, -0.1) if log else (0.05, 1.0)
+        return [
+            Sample((make_array(rng, s, dtype), make_array(rng, s, dtype, low, high), d))
+            for s, d in cases
+        ]
+
+    return build
+
+
+def _softmax_backward_records():
+    return [
+        OpInfo(
+            "softmax_backward",
+            _softmax_backward_samples(log=False),
+            op=softmax_backward,
+            torch=lambda t, gy, y, d: t.ops.aten._softmax_backward_data(gy, y, d, y.dtype),
+            dtypes=ALL_FLOATS,
+        ),
+        OpInfo(
+            "log_softmax_backward",
+            _softmax_backward_samples(log=True),
+            op=log_softmax_backward,
+            torch=lambda t, gy, y, d: t.ops.aten._log_softmax_backward_data(gy, y, d, y.dtype),
+            dtypes=ALL_FLOATS,
+        ),
+    ]
 
 
 # -- linear ---------------------------------------------------------------------------------
@@ -788,6 +824,7 @@ def _embedding_vjp_samples(rng, dtype):
 
 RECORDS = [
     *_softmax_records(),
+    *_softmax_backward_records(),
     OpInfo(_fn("linear"), _linear_samples, dtypes=(*ALL_FLOATS, "int64")),
     OpInfo(_fn("bilinear"), _bilinear_samples),
     *_cross_entropy_records(),
