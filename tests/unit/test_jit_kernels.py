@@ -229,6 +229,85 @@ def test_layer_norm_through_dispatch_and_autograd():
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
 
 
+# -- layer_norm_backward -----------------------------------------------------------------------
+def _layer_norm_backward_operands(rng, shape, normalized, dtype, weight, stat_grads):
+    fwd = get_op("layer_norm").kernels["cpu"]
+    x = (rng.standard_normal(shape) * 3 + 10).astype(dtype)
+    w = rng.standard_normal(normalized).astype(dtype) if weight else None
+    _, mean, rstd = fwd(x, w, None, normalized_shape=normalized, eps=1e-5)
+    gy = rng.standard_normal(shape).astype(dtype)
+    gm, gr = (rng.standard_normal(mean.shape).astype(dtype) for _ in range(2))
+    return gy, x, w, mean, rstd, (gm if stat_grads else None), (gr if stat_grads else None)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(
+    "shape, normalized",
+    [((3, 5), (5,)), ((2, 3, 7), (3, 7)), ((4,), (4,)), ((0, 4), (4,)), ((2, 0), (0,)),
+     ((9, 1), (1,)), ((64, 256), (256,))],
+)  # fmt: skip
+@pytest.mark.parametrize("weight", [True, False])
+@pytest.mark.parametrize("stat_grads", [True, False])
+def test_layer_norm_backward(dtype, shape, normalized, weight, stat_grads):
+    rng = np.random.default_rng(11)
+    args = _layer_norm_backward_operands(rng, shape, normalized, dtype, weight, stat_grads)
+    gen, ref = _pair("layer_norm_backward")
+    with np.errstate(all="ignore"):
+        expected = ref(*args, normalized_shape=normalized)
+    got = gen(*args, normalized_shape=normalized)
+    n = math.prod(normalized)
+    rows = math.prod(shape) // max(n, 1)
+    gy, w, rstd = args[0], args[2], args[4]
+    # gx's terms (g * rstd minus per-row coefficients) cancel: its error is relative to them
+    terms = np.abs(gy * (1 if w is None else w) * rstd).max(initial=0)
+    scales = (terms, np.abs(expected[1]).max(initial=0), np.abs(expected[2]).max(initial=0))
+    for a, e, count, scale in zip(got, expected, (n, rows, rows), scales, strict=True):
+        assert a.shape == e.shape and a.dtype == e.dtype
+        tol = _sum_tol(dtype, count) * max(1.0, float(scale))
+        np.testing.assert_allclose(a, e, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_layer_norm_backward_nonfinite_and_fallback(dtype):
+    rng = np.random.default_rng(12)
+    gy, x, w, mean, rstd, _, _ = _layer_norm_backward_operands(rng, (4, 8), (8,), dtype, 1, 0)
+    gy[0, 1], gy[1, 2], x[2, 3] = np.nan, np.inf, -np.inf
+    gen, ref = _pair("layer_norm_backward")
+    with np.errstate(all="ignore"):
+        expected = ref(gy, x, w, mean, rstd, None, None, normalized_shape=(8,))
+        got = gen(gy, x, w, mean, rstd, None, None, normalized_shape=(8,))
+    tol = _sum_tol(dtype, 8) * 10
+    for a, e in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(np.isnan(a), np.isnan(e))
+        np.testing.assert_allclose(a, e, rtol=tol, atol=tol)
+    # half precision (float32 statistics) goes to the NumPy kernel
+    h = (gy.astype(np.float16), x.astype(np.float16), None, mean.astype(np.float32))
+    h += (rstd.astype(np.float32), None, None)
+    with np.errstate(all="ignore"):
+        got, expected = gen(*h, normalized_shape=(8,)), ref(*h, normalized_shape=(8,))
+        for a, e in zip(got, expected, strict=True):
+            np.testing.assert_array_equal(a, e)
+
+
+def test_layer_norm_backward_through_autograd():
+    """Double backward through the fused forward and backward agrees with the NumPy kernels."""
+    rng = np.random.default_rng(13)
+    data = rng.standard_normal((3, 5, 16))
+    results = []
+    for generated in (True, False):
+        before = use_generated_kernels(generated)
+        try:
+            x = flow.tensor(data, requires_grad=True)
+            ln = flow.nn.LayerNorm(16).double()
+            (gx,) = flow.autograd.grad((ln(x) ** 3).sum(), (x,), create_graph=True)
+            (gx * gx).sum().backward()
+            results.append((gx.detach().numpy(), x.grad.numpy(), ln.weight.grad.numpy()))
+        finally:
+            use_generated_kernels(before)
+    for a, b in zip(*results, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
 # -- softmax family --------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["softmax", "log_softmax", "safe_softmax"])
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -265,6 +344,44 @@ def test_softmax_other_axes_and_large_go_to_numpy(name):
     np.testing.assert_array_equal(gen(half, dim=2), ref(half, dim=2))
 
 
+@pytest.mark.parametrize("name", ["softmax_backward", "log_softmax_backward"])
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(3, 5), (2, 3, 7), (4,), (0, 4), (2, 0), (6, 1), (3, 500)])
+def test_softmax_backward(name, dtype, shape):
+    rng = np.random.default_rng(14)
+    gy = rng.standard_normal(shape).astype(dtype)
+    low, high = (-30.0, 0.0) if name == "log_softmax_backward" else (0.0, 1.0)
+    y = rng.uniform(low, high, shape).astype(dtype)
+    if len(shape) == 2 and shape[0] >= 3 and shape[1] >= 2:
+        gy[0, 0] = np.nan
+        gy[1, 1] = np.inf
+        y[2, 0] = -np.inf  # log_softmax of a masked entry: exp gives 0
+    gen, ref = _pair(name)
+    with np.errstate(all="ignore"):
+        expected = ref(gy, y, dim=-1)
+        got = gen(gy, y, dim=-1)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    # exp32's error (a few ulps) scales the row sum in log_softmax_backward's product
+    tol = _sum_tol(dtype, shape[-1]) * 4
+    scale = np.abs(np.nan_to_num(expected, posinf=0, neginf=0)).max(initial=0)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    np.testing.assert_allclose(got, expected, rtol=tol, atol=tol * max(1.0, float(scale)))
+
+
+@pytest.mark.parametrize("name", ["softmax_backward", "log_softmax_backward"])
+def test_softmax_backward_other_axes_and_halves_go_to_numpy(name):
+    gen, ref = _pair(name)
+    rng = np.random.default_rng(15)
+    gy, y = (rng.standard_normal((5, 7, 3)).astype(np.float32) for _ in range(2))
+    np.testing.assert_array_equal(gen(gy, y, dim=1), ref(gy, y, dim=1))
+    h = (gy.astype(np.float16), y.astype(np.float16))
+    np.testing.assert_array_equal(gen(*h, dim=2), ref(*h, dim=2))
+    # float64 log_softmax_backward above the scalar-exp limit: NumPy's exp loop is faster
+    big = (rng.standard_normal((8, 1024)), rng.standard_normal((8, 1024)))
+    if name == "log_softmax_backward" and not jit_math.VECTORIZED:
+        np.testing.assert_array_equal(gen(*big, dim=1), ref(*big, dim=1))
+
+
 # -- gelu (registered once the float32 math is vectorized; its loop is tested either way) ----
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
@@ -297,7 +414,8 @@ def test_tideflow_jit_0_uses_numpy_kernels():
     code = (
         "import sys, numpy as np, tideflow as flow\n"
         "from tideflow.framework.registry import get_op, kernel_for\n"
-        "names = ['adam_update', 'sgd_update', 'layer_norm', 'softmax', 'log_softmax']\n"
+        "names = ['adam_update', 'sgd_update', 'layer_norm', 'softmax', 'log_softmax',\n"
+        "         'layer_norm_backward', 'softmax_backward', 'log_softmax_backward']\n"
         "assert all(kernel_for(get_op(n)) is get_op(n).kernels['cpu'] for n in names)\n"
         "p = flow.nn.Parameter(flow.ones(3)); p.grad = flow.ones(3)\n"
         "flow.optim.AdamW([p], lr=0.1).step()\n"

@@ -1,5 +1,7 @@
 """layer_norm forward as one kernel: per row, the mean, the variance of the centered row and
 the normalized, scaled and shifted output, the row staying in cache between the passes.
+layer_norm_backward likewise: per row the two sums of the input gradient's coefficients, then
+the gradient, the row in cache; the parameter gradients accumulate across rows.
 
 Like the NumPy kernel (and PyTorch's), statistics are computed in the input's dtype, centered
 before squaring; sums may be reassociated (so they vectorize), which changes rounding within
@@ -89,4 +91,77 @@ def _param_ok(p, dt: np.dtype, shape: tuple) -> bool:
     return p is None or (p.dtype == dt and p.shape == shape and p.flags.c_contiguous)
 
 
-KERNELS = {"layer_norm": layer_norm}
+@jit.jit(fastmath=_REDUCE, error_model="numpy")
+def _layer_norm_backward_rows(gy, x, w, mean, rstd, gm, gr, c, gx, gw, gb):
+    rows, n = x.shape
+    has_gm = gm.size > 0
+    has_gr = gr.size > 0
+    count, zero = c[0], c[1]
+    for j in range(n):
+        gw[j] = zero
+        gb[j] = zero
+    for r in range(rows):
+        xr, gyr, gxr = x[r], gy[r], gx[r]
+        mu = mean[r]
+        rs = rstd[r]
+        s1 = zero
+        s2 = zero
+        for j in range(n):
+            xh = (xr[j] - mu) * rs
+            g = gyr[j] * w[j]
+            s1 += g
+            s2 += g * xh
+            gw[j] += gyr[j] * xh
+            gb[j] += gyr[j]
+        # NOTE: as the NumPy kernel: gx = g * rstd - c1 - xhat * c2, per-row coefficients
+        c1 = s1 / count * rs
+        c2 = s2 / count * rs
+        if has_gm:
+            c1 -= gm[r] / count
+        if has_gr:
+            c2 += gr[r] * rs * rs / count
+        for j in range(n):
+            xh = (xr[j] - mu) * rs
+            gxr[j] = gyr[j] * w[j] * rs - c1 - xh * c2
+
+
+def layer_norm_backward(numpy_kernel):
+    """The `layer_norm_backward` kernel: `numpy_kernel` for half inputs, other layouts, empty
+    rows."""
+
+    def kernel(gy, x, w, mean, rstd, gm, gr, *, normalized_shape):
+        dt = x.dtype
+        k = len(normalized_shape)
+        n = math.prod(normalized_shape)
+        lead = x.shape[: x.ndim - k]
+        stat = lead + (1,) * k
+        if (
+            dt not in FLOATS
+            or n == 0
+            or gy.dtype != dt
+            or gy.shape != x.shape
+            or x.shape[x.ndim - k :] != normalized_shape
+            or not _param_ok(w, dt, normalized_shape)
+            or not all(_param_ok(s, dt, stat) for s in (mean, rstd, gm, gr))
+            or mean is None
+            or rstd is None
+        ):
+            return numpy_kernel(gy, x, w, mean, rstd, gm, gr, normalized_shape=normalized_shape)
+        rows = math.prod(lead)
+        gx = np.empty(x.shape, dt)
+        gw = np.empty(normalized_shape, dt)
+        gb = np.empty(normalized_shape, dt)
+        # NOTE: a weight of ones when absent: one multiply per element costs less than a
+        # second copy of the loop.
+        _layer_norm_backward_rows(
+            np.ascontiguousarray(gy).reshape(rows, n), np.ascontiguousarray(x).reshape(rows, n),
+            np.ones(n, dt) if w is None else w.ravel(), mean.ravel(), rstd.ravel(),
+            empty_of(dt) if gm is None else gm.ravel(), empty_of(dt) if gr is None else gr.ravel(),
+            consts(dt, n, 0), gx.reshape(rows, n), gw.reshape(n), gb.reshape(n),
+        )  # fmt: skip
+        return gx, gw, gb
+
+    return kernel
+
+
+KERNELS = {"layer_norm": layer_norm, "layer_norm_backward": layer_norm_backward}

@@ -5,13 +5,17 @@ the NumPy kernels (attention and cross entropy reduce the last axis).
 As in the NumPy kernels: the max is subtracted first, rows of all -inf give nan (safe_softmax:
 0), a nan or +inf anywhere in a row makes the row nan. Sums may be reassociated (so they
 vectorize): rounding differs within a float sum's error bound.
+
+Their backward ops likewise, per row: softmax_backward `y * (gy - sum(gy * y))` (no
+transcendentals: any size), log_softmax_backward `gy - exp(y) * sum(gy)` (float32 through
+vecmath's exp32, which vectorizes; float64's libm exp only below SCALAR_MATH_LIMIT).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import jit
+from .. import jit, vecmath
 from ._common import FLOATS, consts
 from ._math import SCALAR_MATH_LIMIT, VECTORIZED, exp, log
 
@@ -72,4 +76,88 @@ def _make(kind: int):
     return make
 
 
-KERNELS = {"softmax": _make(_SOFTMAX), "safe_softmax": _make(_SAFE), "log_softmax": _make(_LOG)}
+@jit.jit(fastmath=_REDUCE, error_model="numpy")
+def _softmax_backward_rows(gy, y, gx, c):
+    rows, n = y.shape
+    zero = c[0]
+    for r in range(rows):
+        gyr, yr, gxr = gy[r], y[r], gx[r]
+        total = zero
+        for j in range(n):
+            total += gyr[j] * yr[j]
+        for j in range(n):
+            gxr[j] = gyr[j] * yr[j] - yr[j] * total
+
+
+@jit.jit(fastmath=_REDUCE, error_model="numpy")
+def _row_sums(a, out, c):
+    rows, n = a.shape
+    for r in range(rows):
+        total = c[0]
+        for j in range(n):
+            total += a[r, j]
+        out[r] = total
+
+
+# NOTE: without `reassoc` (vecmath's NaN/inf selects need it off): the sums run in _row_sums.
+@jit.jit(error_model="numpy")
+def _log_softmax_backward_rows32(gy, y, sums, gx):
+    rows, n = y.shape
+    for r in range(rows):
+        s = sums[r]
+        for j in range(n):
+            gx[r, j] = gy[r, j] - vecmath.exp32(y[r, j]) * s
+
+
+@jit.jit(error_model="numpy")
+def _log_softmax_backward_rows64(gy, y, sums, gx):
+    rows, n = y.shape
+    for r in range(rows):
+        s = sums[r]
+        for j in range(n):
+            gx[r, j] = gy[r, j] - exp(y[r, j]) * s
+
+
+def _make_backward(log: bool):
+    def make(numpy_kernel):
+        def kernel(gy, y, *, dim):
+            dt = y.dtype
+            if (
+                dt not in FLOATS
+                or gy.dtype != dt
+                or gy.shape != y.shape
+                or y.ndim == 0
+                or dim not in (-1, y.ndim - 1)
+                or (log and dt != np.float32 and y.size > SCALAR_MATH_LIMIT and not VECTORIZED)
+            ):
+                return numpy_kernel(gy, y, dim=dim)
+            n = y.shape[-1]
+            gx = np.empty(y.shape, dt)
+            if not gx.size:
+                return gx
+            g = np.ascontiguousarray(gy).reshape(-1, n)
+            out = np.ascontiguousarray(y).reshape(-1, n)
+            if not log:
+                _softmax_backward_rows(g, out, gx.reshape(-1, n), consts(dt, 0))
+                return gx
+            sums = np.empty(g.shape[0], dt)
+            _row_sums(g, sums, consts(dt, 0))
+            if dt == np.float32:
+                vecmath.register()  # before the first compilation; idempotent
+                _log_softmax_backward_rows32(g, out, sums, gx.reshape(-1, n))
+            else:
+                _log_softmax_backward_rows64(g, out, sums, gx.reshape(-1, n))
+            return gx
+
+        return kernel
+
+    return make
+
+
+KERNELS = {
+    "softmax": _make(_SOFTMAX),
+    "safe_softmax": _make(_SAFE),
+    "log_softmax": _make(_LOG),
+    "softmax_backward": _make_backward(log=False),
+    "log_softmax_backward": _make_backward(log=True),
+}
