@@ -15,12 +15,13 @@ import numpy as np
 import scipy.special as sc
 
 from ..framework.dispatch import inplace as inplace_method
-from ..framework.errors import TideflowError
+from ..framework.errors import DTypeError, Rejected, TideflowError
 from . import _special
-from ._rules import defop, dispatch, elementwise_sbp, halves_in_float32
+from ._rules import B, Meta, P, Signature, defop, dispatch, elementwise_sbp, halves_in_float32
 from .binary import where
 from .unary import (
     abs,
+    check_dtype,
     dtype_checked,
     elu_call,
     exp,
@@ -197,17 +198,105 @@ def _gelu_kernel(x, *, approximate):
 
 
 def _gelu_grad(ctx, gy):
-    x = ctx.input
-    if ctx.approximate == "tanh":
+    # NOTE: one op (one pass; one generated loop) instead of a chain of elementwise ops.
+    return (dispatch(_gelu_backward, (gy, ctx.input), {"approximate": ctx.approximate}),)
+
+
+# -- gelu_backward: gy * gelu'(x), PyTorch's gelu_backward ------------------------------------
+# erf form: gelu'(x) = Phi(x) + x phi(x); tanh form, with t = tanh(k(x)),
+# k(x) = sqrt(2/pi) (x + c x^3): gelu'(x) = (1 + t) / 2 + x (1 - t^2) k'(x) / 2.
+def _gelu_backward_kernel(gy, x, *, approximate):
+    if approximate == "tanh":
+        x_sq = x * x
+        t = np.tanh((x + x_sq * x * _GELU_TANH_C) * _SQRT_2_OVER_PI)
+        d_inner = (x_sq * (3 * _GELU_TANH_C) + 1) * _SQRT_2_OVER_PI
+        return gy * ((t + 1) * 0.5 + x * 0.5 * (1 - t * t) * d_inner)
+    # NOTE: Phi from erfc, as the forward: 1 + erf(x) would cancel to 0 for very negative x.
+    d = _special.erfc(x * -_SQRT1_2)
+    d *= 0.5
+    d += x * np.exp(x * x * -0.5) * _INV_SQRT_2PI
+    d *= gy
+    return d
+
+
+def _gelu_backward_meta(gy: Meta, x: Meta, *, approximate) -> Meta:
+    check_dtype("gelu_backward", x.dtype.np, "float")
+    if tuple(gy.shape) != tuple(x.shape) or gy.dtype is not x.dtype:
+        raise DTypeError(
+            f"gelu_backward: expected grad_out of shape {list(x.shape)} and dtype "
+            f"{x.dtype.name}, got {list(gy.shape)} and {gy.dtype.name}"
+        )
+    return Meta(x.shape, x.dtype)
+
+
+def _gelu_backward_checked(gy, x, *, approximate):
+    if gy.shape != x.shape or gy.dtype != x.dtype:
+        raise Rejected("gelu_backward: operands rejected")
+    if x.itemsize < 4:  # float16/bfloat16: computed in float32, rounded once, as the forward
+        f32 = np.float32
+        return _gelu_backward_kernel(gy.astype(f32), x.astype(f32), approximate=approximate).astype(
+            x.dtype
+        )
+    return _gelu_backward_kernel(gy, x, approximate=approximate)
+
+
+def _gelu_backward_sbp(gy: Meta, x: Meta, *, approximate) -> list[Signature]:
+    """Elementwise splits; linear in grad_out (not in input): a partial grad_out gives P."""
+    return [*_ELEMENTWISE_SBP(gy, x), Signature((P, B), (P,))]
+
+
+_ELEMENTWISE_SBP = elementwise_sbp()
+
+
+def _gelu_backward_grad(ctx, a):
+    gy, x, approximate = ctx.grad_out, ctx.input, ctx.approximate
+    d_gy = dispatch(_gelu_backward, (a, x), {"approximate": approximate})
+    if approximate == "tanh":
         x_sq = x * x
         t = tanh((x + x_sq * x * _GELU_TANH_C) * _SQRT_2_OVER_PI)
-        d_inner = (x_sq * (3 * _GELU_TANH_C) + 1) * _SQRT_2_OVER_PI
-        return (gy * ((t + 1) * 0.5 + x * 0.5 * (1 - t * t) * d_inner),)
-    # NOTE: the forward output is x * Phi(x): Phi = out / x costs one division instead of a
-    # second erfc (the most expensive kernel of a GPT step); it stays differentiable.
-    cdf = where(x == 0, 0.5, ctx.out / x)
-    pdf = exp(x * x * -0.5) * _INV_SQRT_2PI
-    return (gy * (cdf + x * pdf),)
+        k1 = (x_sq * (3 * _GELU_TANH_C) + 1) * _SQRT_2_OVER_PI
+        k2 = x * (6 * _GELU_TANH_C * _SQRT_2_OVER_PI)
+        # gelu'' = (1 - t^2) (k' + x (k'' - 2 t k'^2) / 2)
+        second = (1 - t * t) * (k1 + x * 0.5 * (k2 - t * k1 * k1 * 2))
+    else:
+        # gelu'' = phi(x) (2 - x^2)
+        second = exp(x * x * -0.5) * _INV_SQRT_2PI * (2 - x * x)
+    return d_gy, a * gy * second
+
+
+def _gelu_backward_scalar(g, gy, x, *, approximate):
+    if approximate == "tanh":
+        inner = f"{g.c(_SQRT_2_OVER_PI)} * ({x} + {g.c(_GELU_TANH_C)} * {x} * {x} * {x})"
+        t = g.call("tanh", inner)
+        d_inner = f"{g.c(_SQRT_2_OVER_PI)} * ({g.c(1)} + {g.c(3 * _GELU_TANH_C)} * {x} * {x})"
+        slope = f"{x} * {g.c(0.5)} * ({g.c(1)} - {t} * {t}) * {d_inner}"
+        return f"{gy} * (({g.c(1)} + {t}) * {g.c(0.5)} + {slope})"
+    cdf = f"{g.call('erfc', f'{x} * {g.c(-_SQRT1_2)}')} * {g.c(0.5)}"
+    pdf = f"{g.call('exp', f'{x} * {x} * {g.c(-0.5)}')} * {g.c(_INV_SQRT_2PI)}"
+    return f"{gy} * ({cdf} + {x} * {pdf})"
+
+
+_gelu_backward = defop(
+    "gelu_backward",
+    inputs=("grad_out", "input"),
+    meta=_gelu_backward_meta,
+    sbp=_gelu_backward_sbp,
+    kernels={"cpu": _gelu_backward_checked},
+    grad=_gelu_backward_grad,
+    saves=("grad_out", "input"),
+    elementwise=True,
+    scalar=_floating(_gelu_backward_scalar),
+)
+
+
+def gelu_backward(grad_out, input, approximate="none"):
+    """`grad_out * gelu'(input)` in one kernel, PyTorch's `gelu_backward`. Internal (not in
+    nn.functional, as in PyTorch): gelu's grad rule and the op database call it.
+
+    >>> from tideflow.ops.activation import gelu_backward
+    >>> gelu_backward(flow.ones(3), flow.tensor([-1.0, 0.0, 1.0]))
+    """
+    return dispatch(_gelu_backward, (grad_out, input), {"approximate": approximate})
 
 
 def _gelu_scalar(g, x, *, approximate):
@@ -218,7 +307,7 @@ def _gelu_scalar(g, x, *, approximate):
     return f"{g.call('erfc', f'{x} * {g.c(-_SQRT1_2)}')} * {x} * {g.c(0.5)}"
 
 
-_gelu = _activation("gelu", _gelu_kernel, _gelu_grad, saves=("input", "out"), scalar=_gelu_scalar)
+_gelu = _activation("gelu", _gelu_kernel, _gelu_grad, scalar=_gelu_scalar)
 
 
 def _silu_grad(ctx, gy):

@@ -2,12 +2,37 @@
 forms are tested in tests/unit/test_unary_ops.py: an in-place call overwrites the output of
 the op that made its input, which the SBP check would then compare."""
 
-from ..opinfo import OpInfo
+from ...ops.activation import gelu_backward
+from ..opinfo import OpInfo, Sample, make_array
 from .unary import ALL_FLOATS, NUMERIC, samples
 
 
 def _f(name: str, samples, **kwargs) -> OpInfo:
     return OpInfo(f"nn.functional.{name}", samples, **kwargs)
+
+
+def _gelu_backward_samples(low=-3.0, high=3.0, **kw):
+    def build(rng, dtype):
+        shapes = [(), (5,), (3, 4), (2, 3, 4), (0, 3)]
+        return [
+            Sample((make_array(rng, s, dtype), make_array(rng, s, dtype, low, high)), kw)
+            for s in shapes
+        ]
+
+    return build
+
+
+def _gelu_backward_record(variant, **kw) -> OpInfo:
+    return OpInfo(
+        "gelu_backward",
+        _gelu_backward_samples(**kw),
+        op=gelu_backward,
+        torch=lambda t, gy, x, approximate="none": t.ops.aten.gelu_backward(
+            gy, x, approximate=approximate
+        ),
+        variant=variant,
+        dtypes=ALL_FLOATS,
+    )
 
 
 RECORDS = [
@@ -23,6 +48,9 @@ RECORDS = [
     _f("gelu", samples(), dtypes=ALL_FLOATS),
     _f("gelu", samples(low=-12.0, high=12.0), variant="wide"),
     _f("gelu", samples(approximate="tanh"), variant="tanh", dtypes=ALL_FLOATS),
+    _gelu_backward_record(""),
+    _gelu_backward_record("wide", low=-12.0, high=12.0),
+    _gelu_backward_record("tanh", approximate="tanh"),
     _f("silu", samples(), dtypes=ALL_FLOATS),
     _f("silu", samples(low=-100.0, high=100.0), variant="large"),
     _f("mish", samples(), dtypes=ALL_FLOATS),
