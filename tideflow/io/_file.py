@@ -128,7 +128,11 @@ def read(f, context: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     _check_file(f, "read", context)
     if isinstance(f, str | os.PathLike):
         with open(f, "rb") as stream:
-            data = stream.read()
+            # NOTE: the declared header size is judged before the file is read whole, so
+            # that a crafted length cannot make a load read a huge file into memory
+            prefix = stream.read(9)
+            _parse_header(prefix, context, whole=False)
+            data = prefix + stream.read()
     else:
         data = f.read()
         if not isinstance(data, bytes | bytearray):
@@ -156,9 +160,10 @@ def read(f, context: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     return arrays, header.get(_METADATA_KEY) or {}
 
 
-def _parse_header(data: bytes, context: str) -> dict:
+def _parse_header(data: bytes, context: str, whole: bool = True) -> dict | None:
     """The JSON header, after the checks that tell 'not safetensors' from 'truncated'.
-    safetensors' `deserialize` then validates the offsets, dtypes and sizes in full."""
+    safetensors' `deserialize` then validates the offsets, dtypes and sizes in full. With
+    `whole=False`, `data` is the file's first bytes: only the declared size is checked."""
     if len(data) < 8:
         raise TideflowError(
             f"{context}: not a safetensors file: {len(data)} bytes is shorter than the 8-byte "
@@ -171,6 +176,8 @@ def _parse_header(data: bytes, context: str) -> dict:
             f"{context}: corrupt safetensors file: its header declares {size} bytes, more "
             f"than safetensors' limit of {_MAX_HEADER_BYTES}"
         )
+    if not whole:
+        return None
     if size > len(data) - 8:
         if looks_like_header:
             raise TideflowError(

@@ -446,7 +446,9 @@ def _open_inside(directory: str, file: str, context: str):
     anything but a regular file: a checkpoint never makes tideflow read outside itself."""
     path = os.path.join(directory, file)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        # NOTE: O_NONBLOCK so that a FIFO planted under the name cannot stall the open
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(path, flags)
     except FileNotFoundError:
         raise TideflowError(f"{context}: {file} is missing from the checkpoint") from None
     except OSError as e:
@@ -456,11 +458,10 @@ def _open_inside(directory: str, file: str, context: str):
                 "directory"
             ) from None
         raise TideflowError(f"{context}: cannot open {file}: {e.strerror}") from None
-    stream = os.fdopen(fd, "rb")
     if not stat.S_ISREG(os.fstat(fd).st_mode):
-        stream.close()
+        os.close(fd)
         raise TideflowError(f"{context}: {file} is not a regular file")
-    return stream
+    return os.fdopen(fd, "rb")
 
 
 class _ShardReader:
@@ -490,12 +491,12 @@ class _ShardReader:
             file, offset, size = shard["file"], shard["offset"], shard["shape"]
             if len(offset) != len(shape) or len(size) != len(shape):
                 raise ValueError(f"shard {shard} does not match the shape {list(shape)}")
-            if file in files:
-                raise ValueError(f"two shards of {name!r} name the file {file!r:.80}")
-            files.add(file)
             # the shard must be in its file as described: this bounds what is allocated below
             # by the bytes the files really hold
             self._entry(file, name, dtype, tuple(size))
+            if file in files:
+                raise ValueError(f"two shards of {name!r} name the file {file!r:.80}")
+            files.add(file)
             stored += math.prod(size)
             # per dim: the overlap [a, b) of the wanted region and this shard
             overlap = [
@@ -558,14 +559,14 @@ class _ShardReader:
         return out
 
     def _header(self, file) -> tuple[dict, int, dict]:
-        cached = self._headers.get(file)
-        if cached is not None:
-            return cached
         if not isinstance(file, str) or not _RANK_FILE.fullmatch(file):
             raise TideflowError(
                 f"{self.context}: malformed checkpoint: shard file {file!r:.80} (shards are "
                 "named rank_NNNNN.safetensors, in the checkpoint's directory)"
             )
+        cached = self._headers.get(file)
+        if cached is not None:
+            return cached
         stream = _open_inside(self.directory, file, self.context)
         self._files[file] = stream
         total = os.fstat(stream.fileno()).st_size
