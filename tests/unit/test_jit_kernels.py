@@ -409,6 +409,51 @@ def test_gelu(dtype, approximate):
         gen(ints, approximate=approximate)
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("shape", [(1001,), (3, 0), (), (7, 33)])
+def test_gelu_backward(dtype, approximate, shape):
+    gen, ref = _pair("gelu_backward")
+    rng = np.random.default_rng(16)
+    x = np.asarray(rng.standard_normal(shape) * 5, dtype)
+    gy = np.asarray(rng.standard_normal(shape), dtype)
+    if x.size > 8:
+        x.reshape(-1)[:5] = [np.nan, np.inf, -np.inf, 0.0, -12.0]
+        gy.reshape(-1)[5:7] = [np.inf, np.nan]
+    with np.errstate(all="ignore"):
+        expected = ref(gy, x, approximate=approximate)
+        got = gen(gy, x, approximate=approximate)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    # gelu' is within [-0.13, 1.13]: vecmath's few-ulp errors (and Phi from erf, not erfc, in
+    # float32) are absolute, relative to |gy|
+    eps = float(np.finfo(dtype).eps)
+    finite = np.isfinite(expected)
+    diff = np.abs(got[finite].astype(np.float64) - expected[finite])
+    assert (diff <= 16 * eps * (np.abs(gy[finite]) + np.abs(expected[finite]))).all()
+
+
+def test_gelu_backward_falls_back_and_runs_in_autograd():
+    gen, ref = _pair("gelu_backward")
+    rng = np.random.default_rng(17)
+    h = (rng.standard_normal(9).astype(np.float16), rng.standard_normal(9).astype(np.float16))
+    np.testing.assert_array_equal(gen(*h, approximate="none"), ref(*h, approximate="none"))
+    d = (rng.standard_normal(9), rng.standard_normal(9))
+    if not jit_math.VECTORIZED:  # float64's tanh form: NumPy's loop is faster
+        np.testing.assert_array_equal(gen(*d, approximate="tanh"), ref(*d, approximate="tanh"))
+    data = rng.standard_normal((4, 64)).astype(np.float32)
+    grads = []
+    for generated in (True, False):
+        before = use_generated_kernels(generated)
+        try:
+            x = flow.tensor(data, requires_grad=True)
+            (flow.nn.functional.gelu(x) ** 2).sum().backward()
+            grads.append(x.grad.numpy())
+        finally:
+            use_generated_kernels(before)
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-5, atol=1e-6)
+
+
 # -- without numba ---------------------------------------------------------------------------
 def test_tideflow_jit_0_uses_numpy_kernels():
     code = (

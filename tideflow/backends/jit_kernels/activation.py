@@ -1,4 +1,6 @@
-"""GELU forward in one loop (the erf form and the tanh form), in the input's dtype."""
+"""GELU forward in one loop (the erf form and the tanh form), in the input's dtype; GELU's
+backward (`gy * gelu'(x)`) likewise, float32 through vecmath's exp32/erf32/tanh32 (which
+vectorize), float64 through libm."""
 
 from __future__ import annotations
 
@@ -6,9 +8,9 @@ import math
 
 import numpy as np
 
-from .. import jit
+from .. import jit, vecmath
 from ._common import FLOATS, consts
-from ._math import VECTORIZED, erfc, tanh
+from ._math import VECTORIZED, erfc, exp, tanh
 
 
 @jit.jit(error_model="numpy")
@@ -48,5 +50,86 @@ def gelu(numpy_kernel):
     return kernel
 
 
-# NOTE: with scalar libm calls the loop is slower than NumPy (see ._math).
-KERNELS = {"gelu": gelu} if VECTORIZED else {}
+@jit.jit(error_model="numpy")
+def _gelu_backward_erf32(gy, x, gx, c):
+    sqrt1_2, half, inv_sqrt_2pi, neg_half = c[0], c[1], c[2], c[3]
+    for i in range(x.size):
+        xi = x[i]
+        # NOTE: Phi = (1 + erf) / 2 cancels for very negative x, to within float32's eps
+        # absolutely: the derivative is ~0 there anyway (vecmath has no erfc32).
+        cdf = half + half * vecmath.erf32(xi * sqrt1_2)
+        pdf = vecmath.exp32(xi * xi * neg_half) * inv_sqrt_2pi
+        gx[i] = gy[i] * (cdf + xi * pdf)
+
+
+@jit.jit(error_model="numpy")
+def _gelu_backward_erf64(gy, x, gx, c):
+    neg_sqrt1_2, half, inv_sqrt_2pi, neg_half = c[0], c[1], c[2], c[3]
+    for i in range(x.size):
+        xi = x[i]
+        cdf = erfc(xi * neg_sqrt1_2) * half
+        gx[i] = gy[i] * (cdf + xi * exp(xi * xi * neg_half) * inv_sqrt_2pi)
+
+
+@jit.jit(error_model="numpy")
+def _gelu_backward_tanh32(gy, x, gx, c):
+    sqrt_2_over_pi, k, k3, half, one = c[0], c[1], c[2], c[3], c[4]
+    for i in range(x.size):
+        xi = x[i]
+        x_sq = xi * xi
+        t = vecmath.tanh32((xi + x_sq * xi * k) * sqrt_2_over_pi)
+        d_inner = (x_sq * k3 + one) * sqrt_2_over_pi
+        gx[i] = gy[i] * ((t + one) * half + xi * half * (one - t * t) * d_inner)
+
+
+@jit.jit(error_model="numpy")
+def _gelu_backward_tanh64(gy, x, gx, c):
+    sqrt_2_over_pi, k, k3, half, one = c[0], c[1], c[2], c[3], c[4]
+    for i in range(x.size):
+        xi = x[i]
+        x_sq = xi * xi
+        t = tanh((xi + x_sq * xi * k) * sqrt_2_over_pi)
+        d_inner = (x_sq * k3 + one) * sqrt_2_over_pi
+        gx[i] = gy[i] * ((t + one) * half + xi * half * (one - t * t) * d_inner)
+
+
+def gelu_backward(numpy_kernel):
+    """The `gelu_backward` kernel: `numpy_kernel` for other dtypes and mismatched operands."""
+
+    def kernel(gy, x, *, approximate):
+        dt = x.dtype
+        f32 = dt == np.float32
+        # NOTE: float64's tanh form with libm's tanh per element is slower than NumPy's
+        # (2.5x at W3's 1024x1024); its erf form is not (erfc is scalar in scipy too).
+        if (
+            dt not in FLOATS
+            or gy.dtype != dt
+            or gy.shape != x.shape
+            or (approximate == "tanh" and not f32 and not VECTORIZED)
+        ):
+            return numpy_kernel(gy, x, approximate=approximate)
+        gx = np.empty(x.shape, dt)
+        args = (np.ascontiguousarray(gy).ravel(), np.ascontiguousarray(x).ravel(), gx.ravel())
+        if f32:
+            vecmath.register()  # before the first compilation; idempotent
+        if approximate == "tanh":
+            c = consts(dt, math.sqrt(2 / math.pi), 0.044715, 3 * 0.044715, 0.5, 1)
+            (_gelu_backward_tanh32 if f32 else _gelu_backward_tanh64)(*args, c)
+        elif f32:
+            c = consts(dt, math.sqrt(0.5), 0.5, 1 / math.sqrt(2 * math.pi), -0.5)
+            _gelu_backward_erf32(*args, c)
+        else:
+            c = consts(dt, -math.sqrt(0.5), 0.5, 1 / math.sqrt(2 * math.pi), -0.5)
+            _gelu_backward_erf64(*args, c)
+        return gx
+
+    return kernel
+
+
+# NOTE: the forward's loop with scalar libm calls is slower than NumPy (see ._math); the
+# backward's, with vecmath's float32 functions, is not.
+KERNELS = (
+    {"gelu": gelu, "gelu_backward": gelu_backward}
+    if VECTORIZED
+    else {"gelu_backward": gelu_backward}
+)
