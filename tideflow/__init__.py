@@ -39,6 +39,7 @@ from .framework.dtype import (
 )
 from .framework.dtype import bool_ as bool
 from .framework.errors import (
+    ArgumentError,
     AutogradError,
     DTypeError,
     ShapeError,

@@ -13,6 +13,11 @@ class DTypeError(TideflowError, TypeError):
     """A dtype the op does not accept."""
 
 
+class ArgumentError(TideflowError, TypeError):
+    """An argument of the wrong kind: a number or list where the op takes a tensor, a string
+    where it takes an int. A `TypeError` too, as PyTorch raises one."""
+
+
 class TensorIndexError(TideflowError, IndexError):
     """An index or dimension out of range, or a key that cannot index the tensor. It is an
     `IndexError` too: Python's sequence protocol and PyTorch code expect one."""

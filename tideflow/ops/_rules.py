@@ -5,11 +5,12 @@ have in common, and the `defop` shorthand. An op file combines these with its ke
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable
 
 from ..framework import dtype as dtypes
 from ..framework.dispatch import dispatch
-from ..framework.errors import ShapeError, TensorIndexError
+from ..framework.errors import ArgumentError, ShapeError, TensorIndexError
 from ..framework.registry import Meta, OpDef, register
 from ..framework.sbp import B, P, S, Signature
 from ..framework.tensor import Tensor
@@ -84,7 +85,32 @@ def broadcast_shapes(op: str, *shapes: tuple) -> tuple:
     return tuple(out)
 
 
+def tensor_arg(op: str, name: str, position: int, value) -> Tensor:
+    """`value` if it is a Tensor, else PyTorch's TypeError (an ArgumentError) naming the op and
+    the argument (a wrapper reading `.shape`/`.ndim` first raises a bare AttributeError)."""
+    if not isinstance(value, Tensor):
+        raise ArgumentError(
+            f"{op}(): argument '{name}' (position {position}) must be Tensor, not "
+            f"{type(value).__name__}"
+        )
+    return value
+
+
+def int_arg(op: str, name: str, value) -> int:
+    """`value` as an int (bools and floats refused, as PyTorch does), else a TypeError naming the
+    op and the argument."""
+    if type(value) is int:
+        return value
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise ArgumentError(f"{op}(): argument '{name}' must be int, not {type(value).__name__}")
+
+
 def normalize_dim(op: str, dim: int, ndim: int) -> int:
+    dim = int_arg(op, "dim", dim)
     n = max(ndim, 1)  # PyTorch lets 0-d tensors use dim 0 / -1
     if not -n <= dim < n:
         raise TensorIndexError(

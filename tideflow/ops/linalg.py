@@ -35,6 +35,7 @@ from ._rules import (
     dispatch,
     methods,
     normalize_dim,
+    tensor_arg,
 )
 from .binary import where
 from .creation import eye, ones
@@ -305,6 +306,8 @@ def vdot(input, other):
 def outer(input, vec2):
     """The outer product of two 1-D tensors, `out[i, j] = input[i] * vec2[j]` (promotes like
     `mul`, as in PyTorch). `ger` is an alias."""
+    tensor_arg("outer", "input", 1, input)
+    tensor_arg("outer", "vec2", 2, vec2)
     if input.ndim != 1 or vec2.ndim != 1:
         raise ShapeError(
             f"outer: expected two 1-D tensors, got shapes {_dims(input.shape)} and "

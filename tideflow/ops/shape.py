@@ -19,7 +19,18 @@ import numpy as np
 from ..framework.dispatch import inplace
 from ..framework.errors import DTypeError, ShapeError, TideflowError
 from ..framework.tensor import Size, Tensor
-from ._rules import B, Meta, P, S, Signature, defop, dispatch, methods, normalize_dim
+from ._rules import (
+    B,
+    Meta,
+    P,
+    S,
+    Signature,
+    defop,
+    dispatch,
+    methods,
+    normalize_dim,
+    tensor_arg,
+)
 from ._rules import broadcast_shapes as _broadcast
 
 __all__ = [
@@ -287,7 +298,7 @@ def view_as(input, other):
 def flatten(input, start_dim=0, end_dim=-1):
     """Merge dims `start_dim..end_dim` into one (a 0-d tensor becomes 1-d). Like `reshape`, a
     view when the strides allow; `input` itself when there is nothing to merge."""
-    shape = tuple(input.shape)
+    shape = tuple(tensor_arg("flatten", "input", 1, input).shape)
     if not shape:
         return reshape(input, (1,))
     start = normalize_dim("flatten", start_dim, len(shape))

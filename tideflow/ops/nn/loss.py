@@ -27,6 +27,7 @@ from .._rules import (
     elementwise_meta,
     elementwise_sbp,
     halves_in_float32,
+    tensor_arg,
 )
 from .distance import pairwise_distance
 from .softmax import compute_dtype, log_softmax, refuse_grad, reject_unless
@@ -332,6 +333,8 @@ def cross_entropy(
 
     >>> F.cross_entropy(flow.randn(3, 5), flow.tensor([1, 0, 4]))
     """
+    tensor_arg("cross_entropy", "input", 1, input)
+    tensor_arg("cross_entropy", "target", 2, target)
     reduction = _reduction(size_average, reduce, reduction)
     refuse_grad("cross_entropy", weight=weight)
     if not 0.0 <= label_smoothing <= 1.0:
