@@ -51,6 +51,7 @@ from ._rules import (
     elementwise_sbp,
     methods,
     normalize_dim,
+    tensor_arg,
 )
 from .creation import ones, zeros
 
@@ -1595,6 +1596,7 @@ def nonzero(input, *, as_tuple=False):
     1-d)."""
     if not as_tuple:
         return dispatch(_nonzero, (input,), _NO_ATTRS)
+    tensor_arg("nonzero", "input", 1, input)
     found = dispatch(_nonzero, (input.reshape(1) if input.ndim == 0 else input,), _NO_ATTRS)
     return tuple(dispatch(_getitem, (found,), {"key": (_FULL, d)}) for d in range(found.shape[1]))
 

@@ -125,6 +125,8 @@ def _insert_dim(op: str, dim: int, ndim: int) -> int:
 
 
 def _at_least(op: str, x: Meta | Tensor, ndim: int) -> None:
+    if not isinstance(x, Meta):
+        tensor_arg(op, "input", 1, x)
     if len(x.shape) < ndim:
         raise ShapeError(
             f"{op}: expected a tensor with at least {ndim} dimension{'s' if ndim > 1 else ''}, "
@@ -348,10 +350,12 @@ def unsqueeze(input, dim):
 def _at_least_nd(name: str, grow):
     def atleast(*tensors):
         if len(tensors) == 1 and isinstance(tensors[0], tuple | list):
-            return tuple(grow(t) for t in tensors[0])
+            return tuple(
+                grow(tensor_arg(name, "tensors", i + 1, t)) for i, t in enumerate(tensors[0])
+            )
         if len(tensors) == 1:
-            return grow(tensors[0])
-        return tuple(grow(t) for t in tensors)
+            return grow(tensor_arg(name, "input", 1, tensors[0]))
+        return tuple(grow(tensor_arg(name, "tensors", i + 1, t)) for i, t in enumerate(tensors))
 
     atleast.__name__ = name
     atleast.__doc__ = (
@@ -641,7 +645,7 @@ def _piece(x, dim: int, start: int, end: int):
 
 
 def _no_0d(op: str, x) -> None:
-    if x.ndim == 0:
+    if tensor_arg(op, "input", 1, x).ndim == 0:
         raise IndexError(f"{op}: cannot be applied to a 0-d tensor")
 
 

@@ -77,7 +77,9 @@ def _reduce(loss, reduction: str):
     return loss
 
 
-def _warn_broadcast(input, target) -> None:
+def _warn_broadcast(op: str, input, target) -> None:
+    tensor_arg(op, "input", 1, input)
+    tensor_arg(op, "target", 2, target)
     if tuple(target.shape) != tuple(input.shape):
         warnings.warn(
             f"Using a target size ({target.shape}) that is different to the input size "
@@ -542,7 +544,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 
     >>> F.mse_loss(flow.tensor([1.0, 2.0]), flow.tensor([1.5, 1.0]))
     """
-    _warn_broadcast(input, target)
+    _warn_broadcast("mse_loss", input, target)
     reduction = _reduction(size_average, reduce, reduction)
     diff = input - target
     loss = diff * diff
@@ -556,7 +558,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
 
     >>> F.l1_loss(flow.tensor([1.0, 2.0]), flow.tensor([1.5, 1.0]))
     """
-    _warn_broadcast(input, target)
+    _warn_broadcast("l1_loss", input, target)
     reduction = _reduction(size_average, reduce, reduction)
     loss = (input - target).abs()
     if weight is not None:
@@ -577,7 +579,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
     >>> F.smooth_l1_loss(flow.tensor([0.5, 3.0]), flow.tensor([0.0, 0.0]))
     """
-    _warn_broadcast(input, target)
+    _warn_broadcast("smooth_l1_loss", input, target)
     reduction = _reduction(size_average, reduce, reduction)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
@@ -593,7 +595,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
 
     >>> F.huber_loss(flow.tensor([0.5, 3.0]), flow.tensor([0.0, 0.0]))
     """
-    _warn_broadcast(input, target)
+    _warn_broadcast("huber_loss", input, target)
     reduction = _reduction(None, None, reduction)
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be positive, got {delta}")

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...framework import dtype as dtypes
 from ...framework.errors import DTypeError, ShapeError
-from .._rules import B, Meta, P, S, Signature, defop, dispatch
+from .._rules import B, Meta, P, S, Signature, defop, dispatch, tensor_arg
 from .conv import ntuple
 from .sampling import adaptive_avg_taps, compute_array, compute_dtype, make_taps, resample
 
@@ -302,7 +302,7 @@ def _reject_bool(op: str, input) -> None:
 
 
 def _check_rank(op: str, input, nd: int) -> None:
-    if input.ndim not in (nd + 1, nd + 2):
+    if tensor_arg(op, "input", 1, input).ndim not in (nd + 1, nd + 2):
         raise ShapeError(
             f"{op}: expected a {nd + 1}-d (unbatched) or {nd + 2}-d (batched) input, got input "
             f"of shape {list(input.shape)}"

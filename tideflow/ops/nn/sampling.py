@@ -19,7 +19,7 @@ import numpy as np
 from scipy import sparse
 
 from ...framework.errors import DTypeError, ShapeError
-from .._rules import B, Meta, P, S, Signature, defop, dispatch
+from .._rules import B, Meta, P, S, Signature, defop, dispatch, tensor_arg
 
 __all__ = [
     "interpolate",
@@ -402,7 +402,7 @@ def interpolate(
     `flow.nn.functional.interpolate(x, scale_factor=2, mode="bilinear")`"""
     if mode not in _MODES:
         raise ValueError(f"interpolate: unknown mode {mode!r}; expected one of {list(_MODES)}")
-    nd = input.ndim - 2
+    nd = tensor_arg("interpolate", "input", 1, input).ndim - 2
     if nd not in (1, 2, 3):
         raise ShapeError(
             f"interpolate: expected a 3-d, 4-d or 5-d input (N, C, d1, ...), got input of "
