@@ -4,6 +4,8 @@ return or raise a readable error naming the op, and agree with PyTorch where bot
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tideflow.testing import fuzz
@@ -318,3 +320,28 @@ def test_non_tensor_operand_is_a_type_error(call, request):
         call(torch)
     with pytest.raises(flow.ArgumentError, match=request.node.callspec.id):
         call(flow)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda lib: lib.nn.functional.interpolate(lib.ones(2, 2, 5, 6), size=(7, math.inf)),
+        lambda lib: lib.nn.functional.one_hot(lib.ones(3, dtype=lib.int64), -math.inf),
+    ],
+    ids=["interpolate", "one_hot"],
+)
+def test_infinite_size_is_a_type_error(call, request):
+    # NOTE: were OverflowErrors from int(inf)
+    import tideflow as flow
+
+    with pytest.raises(TypeError):
+        call(torch)
+    with pytest.raises(flow.ArgumentError, match=request.node.callspec.id):
+        call(flow)
+
+
+def test_infinite_scale_factor_is_refused():
+    import tideflow as flow
+
+    with pytest.raises(ValueError, match="interpolate: scale_factor must be finite"):
+        flow.nn.functional.interpolate(flow.ones(1, 2, 5), scale_factor=math.inf)

@@ -16,6 +16,7 @@ from .._rules import (
     defop,
     dispatch,
     halves_in_float32,
+    int_arg,
     normalize_dim,
 )
 from .softmax import reject_unless
@@ -112,4 +113,5 @@ def one_hot(tensor, num_classes=-1):
                 "one_hot: cannot infer the number of classes from an empty tensor; pass num_classes"
             )
         num_classes = int(tensor.max()) + 1
-    return dispatch(_one_hot, (tensor,), {"num_classes": int(num_classes)})
+    num_classes = int_arg("one_hot", "num_classes", num_classes)
+    return dispatch(_one_hot, (tensor,), {"num_classes": num_classes})

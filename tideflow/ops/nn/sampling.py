@@ -19,7 +19,7 @@ import numpy as np
 from scipy import sparse
 
 from ...framework.errors import DTypeError, ShapeError
-from .._rules import B, Meta, P, S, Signature, defop, dispatch, tensor_arg
+from .._rules import B, Meta, P, S, Signature, defop, dispatch, int_arg, tensor_arg
 
 __all__ = [
     "interpolate",
@@ -369,10 +369,12 @@ def _output_geometry(input, nd, size, scale_factor, recompute_scale_factor, mode
             raise ValueError(
                 "interpolate: recompute_scale_factor is not meaningful with an explicit size"
             )
-        out = [int(s) for s in _per_dim(size, nd, "output size", input)]
+        out = [int_arg("interpolate", "size", s) for s in _per_dim(size, nd, "output size", input)]
         scales = [None] * nd
     else:
         scales = [float(s) for s in _per_dim(scale_factor, nd, "scale_factor", input)]
+        if not all(math.isfinite(s) for s in scales):  # NOTE: floor(inf) is an OverflowError
+            raise ValueError(f"interpolate: scale_factor must be finite, got {scale_factor}")
         out = [math.floor(float(n) * s) for n, s in zip(spatial, scales, strict=True)]
         if recompute_scale_factor or mode == "area":
             scales = [None] * nd
