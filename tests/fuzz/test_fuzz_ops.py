@@ -345,3 +345,15 @@ def test_infinite_scale_factor_is_refused():
 
     with pytest.raises(ValueError, match="interpolate: scale_factor must be finite"):
         flow.nn.functional.interpolate(flow.ones(1, 2, 5), scale_factor=math.inf)
+
+
+def test_nan_to_num_nan_none_is_zero():
+    # NOTE: a mismatch the fuzzer found: nan=None left NaN in place, PyTorch writes 0.0
+    import numpy as np
+
+    import tideflow as flow
+
+    x = [math.nan, math.inf, 1.0]
+    want = torch.nan_to_num(torch.tensor(x), nan=None, posinf=100.0).numpy()
+    got = flow.nan_to_num(flow.tensor(x), nan=None, posinf=100.0).numpy()
+    np.testing.assert_array_equal(got, want)

@@ -775,7 +775,8 @@ _bitwise_not = _unary("bitwise_not", np.invert, accepts="integral", differentiab
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     """Replaces nan with `nan`, +inf with `posinf` and -inf with `neginf` (by default the
     largest and smallest finite values of the dtype). Integer tensors are copied."""
-    attrs = {"nan": nan, "posinf": posinf, "neginf": neginf}
+    # NOTE: PyTorch reads nan=None as 0.0 (the kernel would leave NaN in place)
+    attrs = {"nan": 0.0 if nan is None else nan, "posinf": posinf, "neginf": neginf}
     return dispatch(_nan_to_num, (input,), attrs)
 
 
