@@ -11,7 +11,7 @@ ZeroDivisionError, an exception raised inside NumPy/SciPy, MemoryError, Recursio
 hang or an allocation past the guard is a bug. Where both libraries return, results agree.
 
 Random choices go through a `Chooser` so the same generator runs under Hypothesis (tests:
-shrinking, fixed seeds) or a NumPy generator (`python -m tideflow.testing.fuzz N SEED`).
+shrinking, fixed seeds) or a NumPy generator (`python tests/fuzz/campaign.py N SEED`).
 """
 
 from __future__ import annotations
@@ -435,23 +435,3 @@ def campaign(n: int, seed: int = 0, torch=None) -> tuple[Counter, list[Outcome]]
         if out.kind in BUGS:
             bugs.append(out)
     return counts, bugs
-
-
-def main(argv: Sequence[str]) -> None:
-    n = int(argv[0]) if argv else 1000
-    seed = int(argv[1]) if len(argv) > 1 else 0
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    counts, bugs = campaign(n, seed, torch)
-    for b in bugs:
-        print(b)
-    print(dict(counts))
-    print(f"{len(bugs)} bug calls; ops: {sorted({b.call.info.id for b in bugs})}")
-
-
-if __name__ == "__main__":
-    import sys
-
-    main(sys.argv[1:])
