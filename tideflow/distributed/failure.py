@@ -22,6 +22,7 @@ import time
 import traceback
 
 _state = {"rank": None}
+_FORWARD_SECONDS = 0.3  # time the launcher gets to forward a failing rank's last words
 
 
 def install(rank: int) -> None:
@@ -48,6 +49,9 @@ def abort(message: str, exit_code: int = 1) -> None:
     sys.stderr.write(message if message.endswith("\n") else message + "\n")
     sys.stderr.flush()
     sys.stdout.flush()
+    # NOTE: the launcher forwards output through pipes it stops reading once the job is torn
+    # down: a moment first, or on a busy machine the message naming the failure is lost.
+    time.sleep(_FORWARD_SECONDS)
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
         mpi.COMM_WORLD.Abort(exit_code)
