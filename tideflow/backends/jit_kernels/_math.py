@@ -1,11 +1,11 @@
-"""The scalar functions generated kernels call, chosen in one place (numba compiles each for
+"""The libm functions generated kernels call, chosen in one place (numba compiles each for
 the argument's dtype: float32 stays float32).
 
-NOTE: these are libm calls, one element at a time; NumPy's exp/log/tanh loops use SIMD and are
-faster on large arrays. So loops made mostly of them run only below `SCALAR_MATH_LIMIT`
-elements (measured crossover of softmax, float32 and float64: about 4096, see
-benchmarks/jit_kernels.py), and GELU (erfc/tanh per element: 3-5x slower than NumPy's) is not
-registered. Vectorizable float32 versions (`backends/vecmath.py`) lift both limits.
+NOTE: these are libm calls, one element at a time, where NumPy's exp/log/tanh loops use SIMD.
+So loops made mostly of them run only below `SCALAR_MATH_LIMIT` elements (the crossover
+`benchmarks/jit_kernels.py` measures for softmax), and GELU's forward, whose erfc/tanh stay
+such calls, is not registered. float32 loops call `backends/vecmath.py`'s vectorizable
+functions instead (softmax and the backward kernels do).
 """
 
 from __future__ import annotations
