@@ -415,11 +415,11 @@ _CHILD = textwrap.dedent(
 )
 
 
-def _child(env_changes: dict) -> dict:
-    env = {**os.environ, **env_changes}
+def _child(env_changes: dict, script: str = _CHILD) -> dict:
+    """What `script`, run in a fresh process with `env_changes`, printed last (JSON)."""
     run = subprocess.run(
-        [sys.executable, "-c", _CHILD],
-        env=env,
+        [sys.executable, "-c", script],
+        env={**os.environ, **env_changes},
         capture_output=True,
         text=True,
         cwd=_REPO,
@@ -476,19 +476,10 @@ def test_without_numba_fused_groups_run_their_numpy_kernels(tmp_path):
         print(json.dumps({"available": jit.available(), "losses": losses}))
         """
     )
-    results = {}
-    for flag in ("0", "1"):
-        env = {**os.environ, "TIDEFLOW_JIT": flag, "TIDEFLOW_KERNEL_CACHE": str(tmp_path)}
-        run = subprocess.run(
-            [sys.executable, "-c", script],
-            env=env,
-            capture_output=True,
-            text=True,
-            cwd=_REPO,
-            timeout=300,
-        )
-        assert run.returncode == 0, run.stderr
-        results[flag] = json.loads(run.stdout.splitlines()[-1])
+    results = {
+        flag: _child({"TIDEFLOW_JIT": flag, "TIDEFLOW_KERNEL_CACHE": str(tmp_path)}, script)
+        for flag in ("0", "1")
+    }
     assert results["0"]["available"] is False
     tol = float(64 * np.finfo(np.float32).eps)
     assert results["1"]["losses"] == pytest.approx(results["0"]["losses"], rel=tol)
