@@ -29,11 +29,24 @@ def _cast_scalar(g, x, *, dtype):
     return f"np.{to.name}({x})" if to.kind in "fiu" else None
 
 
+_LINEAR_SBP = elementwise_sbp(partial="linear")
+_SPLIT_SBP = elementwise_sbp()
+
+
+def _cast_sbp(x: Meta, *, dtype) -> list:
+    """Partial sums survive conversions that are linear: to floats and between integers (which
+    wrap); float -> int truncates each part and bool saturates, so those refuse P."""
+    to_int = not dtype.is_floating_point and dtype is not dtypes.bool_
+    from_int = not x.dtype.is_floating_point and x.dtype is not dtypes.bool_
+    linear = dtype.is_floating_point or (to_int and from_int)
+    return (_LINEAR_SBP if linear else _SPLIT_SBP)(x, dtype=dtype)
+
+
 _cast = defop(
     "cast",
     inputs=("input",),
     meta=lambda x, *, dtype: Meta(x.shape, dtype),
-    sbp=elementwise_sbp(partial="linear"),
+    sbp=_cast_sbp,
     kernels={"cpu": lambda x, *, dtype: x.astype(dtype.np)},
     # NOTE: the engine casts a gradient back to its input's dtype, so the rule passes it on.
     grad=lambda ctx, gy: (gy,),
