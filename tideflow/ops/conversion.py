@@ -34,11 +34,11 @@ _SPLIT_SBP = elementwise_sbp()
 
 
 def _cast_sbp(x: Meta, *, dtype) -> list:
-    """Partial sums survive conversions that are linear: to floats and between integers (which
-    wrap); float -> int truncates each part and bool saturates, so those refuse P."""
-    to_int = not dtype.is_floating_point and dtype is not dtypes.bool_
-    from_int = not x.dtype.is_floating_point and x.dtype is not dtypes.bool_
-    linear = dtype.is_floating_point or (to_int and from_int)
+    """Partial sums survive conversions that are linear: to floating or complex dtypes and
+    between integers (which wrap); to integers from floating or complex dtypes truncates each
+    part and bool saturates, so those refuse P."""
+    to, source = np.dtype(dtype.np).kind, np.dtype(x.dtype.np).kind
+    linear = dtype.is_floating_point or to == "c" or (to in "iu" and source in "iu")
     return (_LINEAR_SBP if linear else _SPLIT_SBP)(x, dtype=dtype)
 
 
