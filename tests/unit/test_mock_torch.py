@@ -145,6 +145,7 @@ SUBMODULES = [
     "utils.data",
     "autograd",
     "linalg",
+    "special",
     "amp",
 ]
 

@@ -12,6 +12,7 @@ from . import (
     random,
     reduction,
     shape,
+    special,
     unary,
 )
 from .nn import (
@@ -56,6 +57,7 @@ __all__ = [
     "sampling",
     "shape",
     "softmax",
+    "special",
     "unary",
 ]
 

@@ -1,0 +1,416 @@
+"""Special functions: the gamma family (lgamma, digamma, polygamma, mvlgamma, the incomplete
+gamma functions, Hurwitz zeta), modified Bessel functions of the first kind (i0, i1 and their
+exponentially scaled forms) and Bessel functions j0/j1, the normal distribution (ndtr, ndtri,
+log_ndtr), erfcx, logit, sinc, entr and xlog1py. `tideflow.special` re-exports these with the
+ones defined elsewhere (erf, sigmoid, xlogy, ...) under PyTorch's `torch.special` names.
+
+Kernels are SciPy's ufuncs, which keep float32 and float64; float16/bfloat16 compute in float32
+and round once. Gradients follow PyTorch's derivatives; where PyTorch has none (zeta and the
+incomplete gamma functions in their first argument) asking for one raises, as it does there.
+"""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import scipy.special as sc
+
+from ..framework.dispatch import inplace
+from ..framework.errors import ArgumentError, AutogradError
+from ._rules import Meta, defop, dispatch, elementwise_meta, elementwise_sbp, methods
+from .binary import logical_and, logical_or, where
+from .unary import check_dtype, cos, dtype_checked, exp, log, sign, unary_meta
+
+__all__ = ["digamma", "i0", "lgamma", "logit", "mvlgamma", "polygamma", "sinc"]
+
+_NO_ATTRS: dict = {}
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+_2_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_LOG_PI = math.log(math.pi)
+_HALF = frozenset((np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)))
+
+
+# -- kernels and op builders ----------------------------------------------------------------
+def _float_kernel(fn):
+    """`fn` on promoted floating-point operands: float32/float64 as they are (SciPy's loops
+    keep them), float16/bfloat16 in float32, rounded once to their dtype."""
+
+    def kernel(*operands, **attrs):
+        dtype = next(a.dtype for a in operands if isinstance(a, np.ndarray))
+        if dtype in _HALF:
+            wide = (a.astype(np.float32) if isinstance(a, np.ndarray) else a for a in operands)
+            return np.asarray(fn(*wide, **attrs), np.float32).astype(dtype)
+        return np.asarray(fn(*operands, **attrs), dtype)
+
+    return kernel
+
+
+def _unary(name, fn, grad=None, saves=("input",), differentiable=None):
+    """A floating-point function of one tensor; integer and bool inputs give the default
+    float dtype."""
+    return defop(
+        name,
+        inputs=("input",),
+        meta=unary_meta(name, "float"),
+        sbp=elementwise_sbp(),
+        kernels={"cpu": dtype_checked(name, "float", _float_kernel(fn))},
+        grad=grad,
+        saves=saves,
+        promote="float",
+        differentiable=differentiable,
+        elementwise=True,
+    )
+
+
+def _binary_meta(name):
+    broadcast = elementwise_meta(name)
+
+    def meta(*operands, **attrs) -> Meta:
+        out = broadcast(*operands)
+        check_dtype(name, out.dtype.np, "float")
+        return out
+
+    return meta
+
+
+def _binary_kernel(name, fn):
+    def checked(x, y):
+        for a in (x, y):
+            if isinstance(a, np.ndarray) and a.dtype.kind != "f" and a.dtype not in _HALF:
+                check_dtype(name, a.dtype, "float")
+        return fn(x, y)
+
+    return _float_kernel(checked)
+
+
+def _binary(name, fn, grad):
+    """A floating-point function of two broadcasting operands (tensors or Python numbers)."""
+    return defop(
+        name,
+        inputs=("input", "other"),
+        meta=_binary_meta(name),
+        sbp=elementwise_sbp(),
+        kernels={"cpu": _binary_kernel(name, fn)},
+        grad=grad,
+        saves=("input", "other"),
+        promote="float",
+        elementwise=True,
+    )
+
+
+def _nonzero(x):
+    """`x` with its zeros replaced by 1: a denominator for the branch a `where` drops at 0, so
+    that no inf/nan enters the gradient of that branch (double backward stays finite)."""
+    return where(x == 0, 1.0, x)
+
+
+def _no_derivative(op: str, argument: str):
+    raise AutogradError(
+        f"{op}: the derivative with respect to '{argument}' is not implemented (as in PyTorch); "
+        f"detach it or pass it as a number"
+    )
+
+
+# -- the gamma function and its derivatives --------------------------------------------------
+def _lgamma_kernel(x):
+    # NOTE: log|Gamma(-inf)| is +inf in PyTorch (and C's lgamma); SciPy returns -inf.
+    return np.where(x == -np.inf, np.inf, sc.gammaln(x))
+
+
+def _polygamma_kernel(x, *, n):
+    if n == 0:
+        return sc.psi(x)
+    # NOTE: float64 throughout: SciPy's polygamma is a composite without float32 loops.
+    return sc.polygamma(n, x.astype(np.float64))
+
+
+def _mvlgamma_kernel(x, *, p):
+    terms = sum(_lgamma_kernel(x - 0.5 * i) for i in range(p))
+    return terms + 0.25 * p * (p - 1) * _LOG_PI
+
+
+def _mvlgamma_grad(ctx, gy):
+    x = ctx.input
+    return (gy * sum(digamma(x - 0.5 * i) for i in range(ctx.p)),)
+
+
+_lgamma = _unary("lgamma", _lgamma_kernel, lambda ctx, gy: (gy * digamma(ctx.input),))
+_digamma = _unary("digamma", sc.psi, lambda ctx, gy: (gy * polygamma(1, ctx.input),))
+_polygamma = _unary(
+    "polygamma",
+    _polygamma_kernel,
+    lambda ctx, gy: (gy * polygamma(ctx.n + 1, ctx.input),),
+)
+_mvlgamma = _unary("mvlgamma", _mvlgamma_kernel, _mvlgamma_grad)
+
+
+def lgamma(input):
+    """`log|Gamma(input)|`; poles (0, -1, -2, ...) give inf.
+
+    >>> flow.lgamma(flow.tensor([0.5, 1.0, 4.0]))  # log(sqrt(pi)), 0, log(6)
+    """
+    return dispatch(_lgamma, (input,), _NO_ATTRS)
+
+
+def digamma(input):
+    """The logarithmic derivative of the gamma function, `Gamma'(x) / Gamma(x)`.
+
+    >>> flow.digamma(flow.tensor([1.0]))  # -0.5772 (minus Euler's constant)
+    """
+    return dispatch(_digamma, (input,), _NO_ATTRS)
+
+
+def polygamma(n, input):
+    """The `n`-th derivative of digamma (`polygamma(0, x)` is digamma).
+
+    >>> flow.polygamma(1, flow.tensor([1.0]))  # pi**2 / 6
+    """
+    if type(n) is not int or n < 0:
+        raise ArgumentError(f"polygamma: n must be a non-negative int, got {n!r}")
+    return dispatch(_polygamma, (input,), {"n": n})
+
+
+def mvlgamma(input, p):
+    """The log of the multivariate gamma function of dimension `p`:
+    `p (p - 1) / 4 * log(pi) + sum_{i < p} lgamma(input - i / 2)`.
+
+    >>> flow.mvlgamma(flow.tensor([2.5]), p=2)
+    """
+    if type(p) is not int or p < 1:
+        raise ArgumentError(f"mvlgamma: p must be an int >= 1, got {p!r}")
+    return dispatch(_mvlgamma, (input,), {"p": p})
+
+
+# -- incomplete gamma and Hurwitz zeta --------------------------------------------------------
+def _gammainc_density(a, x):
+    """d/dx of the regularized lower incomplete gamma P(a, x): x^(a-1) e^-x / Gamma(a)."""
+    return exp((a - 1) * log(x) - x - lgamma(a))
+
+
+def _incomplete_gamma_grad(name, sign_):
+    def grad(ctx, gy):
+        need_a, need_x = ctx.needs_input_grad
+        if need_a:
+            _no_derivative(name, "input")
+        return None, (gy * _gammainc_density(ctx.input, ctx.other) * sign_ if need_x else None)
+
+    return grad
+
+
+def _zeta_grad(ctx, gy):
+    need_x, need_q = ctx.needs_input_grad
+    if need_x:
+        _no_derivative("zeta", "input")
+    x, q = ctx.input, ctx.other
+    return None, (gy * -x * zeta(x + 1, q) if need_q else None)
+
+
+def _xlog1py_kernel(x, y):
+    # 0 * log1p(y) is 0 for any y but nan (SciPy agrees); as `xlogy`.
+    return sc.xlog1py(x, y)
+
+
+def _xlog1py_grad(ctx, gy):
+    need_x, need_y = ctx.needs_input_grad
+    x, y = ctx.input, ctx.other
+    # log1p(y), taken as 0 where x == 0 and y <= -1 (PyTorch's choice, as in xlogy)
+    gx = where(logical_and(x == 0, y <= -1), 0.0, xlog1py(gy, y)) if need_x else None
+    return gx, (gy * x / (y + 1) if need_y else None)
+
+
+_gammainc = _binary("gammainc", sc.gammainc, _incomplete_gamma_grad("gammainc", 1.0))
+_gammaincc = _binary("gammaincc", sc.gammaincc, _incomplete_gamma_grad("gammaincc", -1.0))
+_zeta = _binary("zeta", sc.zeta, _zeta_grad)
+_xlog1py = _binary("xlog1py", _xlog1py_kernel, _xlog1py_grad)
+
+
+def gammainc(input, other):
+    """The regularized lower incomplete gamma function `P(input, other)`."""
+    return dispatch(_gammainc, (input, other), _NO_ATTRS)
+
+
+def gammaincc(input, other):
+    """The regularized upper incomplete gamma function `Q(input, other) = 1 - P(input, other)`."""
+    return dispatch(_gammaincc, (input, other), _NO_ATTRS)
+
+
+def zeta(input, other):
+    """The Hurwitz zeta function `sum_{k >= 0} (other + k) ** -input`; either may be a number."""
+    return dispatch(_zeta, (input, other), _NO_ATTRS)
+
+
+def xlog1py(input, other):
+    """`input * log1p(other)`, taken as 0 where `input` is 0 (unless `other` is nan)."""
+    return dispatch(_xlog1py, (input, other), _NO_ATTRS)
+
+
+# -- Bessel functions -------------------------------------------------------------------------
+def _i1_grad(ctx, gy):
+    x = ctx.input
+    # I1'(x) = I0(x) - I1(x) / x, which tends to 1/2 at 0
+    return (gy * where(x == 0, 0.5, i0(x) - ctx.out / _nonzero(x)),)
+
+
+def _i1e_grad(ctx, gy):
+    x = ctx.input
+    slope = i0e(x) - ctx.out * (sign(x) + 1 / _nonzero(x))
+    return (gy * where(x == 0, 0.5, slope),)
+
+
+_i0 = _unary("i0", sc.i0, lambda ctx, gy: (gy * i1(ctx.input),))
+_i0e = _unary(
+    "i0e",
+    sc.i0e,
+    lambda ctx, gy: (gy * (i1e(ctx.input) - sign(ctx.input) * ctx.out),),
+    saves=("input", "out"),
+)
+_i1 = _unary("i1", sc.i1, _i1_grad, saves=("input", "out"))
+_i1e = _unary("i1e", sc.i1e, _i1e_grad, saves=("input", "out"))
+# NOTE: PyTorch gives bessel_j0/j1 no derivative: their outputs do not require grad.
+_bessel_j0 = _unary("bessel_j0", sc.j0, saves=(), differentiable=False)
+_bessel_j1 = _unary("bessel_j1", sc.j1, saves=(), differentiable=False)
+
+
+def i0(input):
+    """The modified Bessel function of the first kind of order 0.
+
+    >>> flow.i0(flow.tensor([0.0, 1.0]))  # 1, 1.2661
+    """
+    return dispatch(_i0, (input,), _NO_ATTRS)
+
+
+def i0e(input):
+    """`exp(-|input|) * i0(input)`, which does not overflow for large inputs."""
+    return dispatch(_i0e, (input,), _NO_ATTRS)
+
+
+def i1(input):
+    """The modified Bessel function of the first kind of order 1."""
+    return dispatch(_i1, (input,), _NO_ATTRS)
+
+
+def i1e(input):
+    """`exp(-|input|) * i1(input)`, which does not overflow for large inputs."""
+    return dispatch(_i1e, (input,), _NO_ATTRS)
+
+
+def bessel_j0(input):
+    """The Bessel function of the first kind of order 0 (not differentiable, as in PyTorch)."""
+    return dispatch(_bessel_j0, (input,), _NO_ATTRS)
+
+
+def bessel_j1(input):
+    """The Bessel function of the first kind of order 1 (not differentiable, as in PyTorch)."""
+    return dispatch(_bessel_j1, (input,), _NO_ATTRS)
+
+
+# -- the normal distribution and erfcx ---------------------------------------------------------
+def _normal_density(x):
+    return exp(x * x * -0.5) / _SQRT_2PI
+
+
+_ndtr = _unary("ndtr", sc.ndtr, lambda ctx, gy: (gy * _normal_density(ctx.input),))
+_ndtri = _unary(
+    "ndtri",
+    sc.ndtri,
+    lambda ctx, gy: (gy * exp(ctx.out * ctx.out * 0.5) * _SQRT_2PI,),
+    saves=("out",),
+)
+# NOTE: exp(-x^2/2 - log_ndtr(x)) stays finite where the density and ndtr both underflow.
+_log_ndtr = _unary(
+    "log_ndtr",
+    sc.log_ndtr,
+    lambda ctx, gy: (gy * exp(ctx.input * ctx.input * -0.5 - ctx.out) / _SQRT_2PI,),
+    saves=("input", "out"),
+)
+_erfcx = _unary(
+    "erfcx",
+    sc.erfcx,
+    lambda ctx, gy: (gy * (ctx.input * ctx.out * 2 - _2_OVER_SQRT_PI),),
+    saves=("input", "out"),
+)
+
+
+def ndtr(input):
+    """The standard normal distribution function `P(Z <= input)`."""
+    return dispatch(_ndtr, (input,), _NO_ATTRS)
+
+
+def ndtri(input):
+    """The inverse of `ndtr` on (0, 1); 0 and 1 give -inf and inf."""
+    return dispatch(_ndtri, (input,), _NO_ATTRS)
+
+
+def log_ndtr(input):
+    """`log(ndtr(input))`, accurate far into the lower tail."""
+    return dispatch(_log_ndtr, (input,), _NO_ATTRS)
+
+
+def erfcx(input):
+    """The scaled complementary error function `exp(input**2) * erfc(input)`."""
+    return dispatch(_erfcx, (input,), _NO_ATTRS)
+
+
+# -- logit, sinc, entr -------------------------------------------------------------------------
+def _logit_kernel(x, *, eps=None):
+    if eps is not None:
+        x = np.clip(x, eps, 1.0 - eps)
+    return np.log(x / (1 - x))
+
+
+def _logit_grad(ctx, gy):
+    x, eps = ctx.input, ctx.eps
+    slope = gy / (x * (1 - x))
+    if eps is None:  # outside [0, 1] logit is nan, and so is its slope
+        return (where(logical_or(x < 0, x > 1), math.nan, slope),)
+    return (where(logical_or(x < eps, x > 1 - eps), 0.0, slope),)
+
+
+def _sinc_grad(ctx, gy):
+    x = ctx.input
+    # sinc'(x) = (cos(pi x) - sinc(x)) / x, which is 0 at 0
+    return (gy * where(x == 0, 0.0, (cos(x * math.pi) - ctx.out) / _nonzero(x)),)
+
+
+def _entr_kernel(x):
+    # SciPy's entr agrees with PyTorch's: 0 at 0, -inf below it, nan for nan
+    return sc.entr(x)
+
+
+_logit = _unary("logit", _logit_kernel, _logit_grad)
+_sinc = _unary("sinc", np.sinc, _sinc_grad, saves=("input", "out"))
+_entr = _unary("entr", _entr_kernel, lambda ctx, gy: (gy * -(log(ctx.input) + 1),))
+
+
+def logit(input, eps=None):
+    """`log(p / (1 - p))`, the inverse of sigmoid; with `eps`, `input` is first clamped to
+    `[eps, 1 - eps]` (and the gradient is 0 outside it).
+
+    >>> flow.logit(flow.tensor([0.25, 0.5]))  # -log(3), 0
+    """
+    if eps is not None and not isinstance(eps, int | float):
+        raise ArgumentError(f"logit: eps must be a number or None, got {type(eps).__name__}")
+    return dispatch(_logit, (input,), {"eps": None if eps is None else float(eps)})
+
+
+def sinc(input):
+    """The normalized sinc function `sin(pi x) / (pi x)`, 1 at 0."""
+    return dispatch(_sinc, (input,), _NO_ATTRS)
+
+
+def entr(input):
+    """The elementwise entropy term `-input * log(input)`: 0 at 0, -inf for negative inputs."""
+    return dispatch(_entr, (input,), _NO_ATTRS)
+
+
+# NOTE: the Tensor methods PyTorch has for these, with their in-place forms.
+_METHODS = {"lgamma": lgamma, "digamma": digamma, "i0": i0, "logit": logit, "sinc": sinc}
+methods(
+    **_METHODS,
+    **{f"{name}_": inplace(fn, f"{name}_") for name, fn in _METHODS.items()},
+    mvlgamma=mvlgamma,
+    polygamma=lambda self, n: polygamma(n, self),
+    xlog1py=xlog1py,
+)
