@@ -67,12 +67,16 @@ def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False,
 
 Tensor.backward = _tensor_backward
 
+# NOTE: after `grad`, which the submodule builds on
+from . import functional  # noqa: E402
+
 __all__ = [
     "Function",
     "FunctionCtx",
     "backward",
     "detect_anomaly",
     "enable_grad",
+    "functional",
     "grad",
     "gradcheck",
     "gradgradcheck",
