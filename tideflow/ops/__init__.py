@@ -12,6 +12,7 @@ from . import (
     random,
     reduction,
     shape,
+    strided,
     special,
     unary,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "sampling",
     "shape",
     "softmax",
+    "strided",
     "special",
     "unary",
 ]

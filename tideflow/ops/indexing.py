@@ -57,6 +57,7 @@ from .creation import ones, zeros
 
 __all__ = [
     "gather",
+    "batch_gather",
     "scatter",
     "scatter_add",
     "scatter_reduce",
@@ -1577,6 +1578,29 @@ def take_along_dim(input, indices, dim=None):
     if shape:
         x_shape[dim], i_shape[dim] = input.shape[dim], indices.shape[dim]
     return _gather_op(input.expand(tuple(x_shape)), indices.expand(tuple(i_shape)), dim)
+
+
+def batch_gather(input, indices):
+    """OneFlow's batch gather: the leading `indices.ndim - 1` dims of `input` and `indices`
+    are batch dims, and each batch picks the slices of `input` along the next dim at its
+    indices (int32/int64). The output has shape `indices.shape + input.shape[indices.ndim:]`.
+    `flow.batch_gather(flow.tensor([[1., 2.], [3., 4.]]), flow.tensor([1, 0]))  # rows swapped`"""
+    tensor_arg("batch_gather", "input", 1, input)
+    tensor_arg("batch_gather", "indices", 2, indices)
+    _check_index_dtype("batch_gather", indices)
+    batch = indices.ndim - 1
+    if batch < 0 or input.ndim <= batch or tuple(input.shape[:batch]) != tuple(indices.shape[:-1]):
+        raise ShapeError(
+            f"batch_gather: indices of shape {list(indices.shape)} must be at least 1-d, with "
+            f"its leading dims equal to those of the input of shape {list(input.shape)} and "
+            "the input one dim longer"
+        )
+    rest = tuple(input.shape[batch + 1 :])
+    batches, count = int(np.prod(input.shape[:batch], dtype=np.int64)), indices.shape[-1]
+    flat = input.reshape(batches, input.shape[batch], *rest)
+    picks = indices.reshape(batches, count, *(1,) * len(rest)).expand(batches, count, *rest)
+    out = _gather_op(flat, picks, 1)
+    return out.reshape(*indices.shape, *rest)
 
 
 # -- nonzero ------------------------------------------------------------------------------------

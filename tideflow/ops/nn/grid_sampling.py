@@ -20,7 +20,7 @@ from ...framework import dtype as dtypes
 from ...framework.errors import DTypeError, ShapeError
 from .. import binary, indexing, linalg, unary
 from .._rules import halves_in_float32, tensor_arg
-from ..creation import from_numpy
+from ..creation import on_placement_of, tensor
 
 __all__ = ["affine_grid", "grid_sample"]
 
@@ -171,6 +171,6 @@ def affine_grid(theta, size, align_corners=None):
     lines = [_line(s, bool(align_corners)) for s in reversed(spatial)]
     axes = np.meshgrid(*reversed(lines), indexing="ij")[::-1]
     base = np.stack([*axes, np.ones(spatial)], axis=-1).reshape(-1, nd + 1)
-    base = from_numpy(base.astype(theta.dtype.np))
+    base = tensor(base, dtype=theta.dtype, **on_placement_of(theta))
     grid = linalg.matmul(base, theta.transpose(1, 2))
     return grid.reshape(size[0], *spatial, nd)
