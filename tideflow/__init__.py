@@ -6,6 +6,7 @@ x = flow.randn(3, requires_grad=True)
 """
 
 from . import (
+    _C,
     amp,
     autograd,
     comm,
