@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from .distributed.world import get_world
+from .parallel.placement import placement
 
 
 def get_rank() -> int:
@@ -28,6 +29,15 @@ def get_local_rank() -> int:
 def get_node_size() -> int:
     """The number of nodes (machines) the job runs on."""
     return get_world().node_size
+
+
+def all_device_placement(device_type: str) -> placement:
+    """Every rank of the job on `device_type` ("cpu" or "cuda"), as `placement.all`.
+
+    >>> flow.env.all_device_placement("cpu")
+    tideflow.placement(type="cpu", ranks=[0])
+    """
+    return placement.all(device_type)
 
 
 def barrier() -> None:

@@ -75,7 +75,9 @@ class Value:
         if self.dtype is None:
             return "attrs"
         layout = (
-            "" if self.placement is None else f" on {self.placement.ranks} {describe(self.sbp)}"
+            ""
+            if self.placement is None
+            else f" on {self.placement.ranks.tolist()} {describe(self.sbp)}"
         )
         return f"{self.dtype.name}[{', '.join(map(str, self.shape))}]{layout}"
 

@@ -265,7 +265,8 @@ def inplace(fn, name: str):
 
 def _keep_saved_value(self: Tensor, result: Tensor, first_node: int) -> None:
     """Nodes created since `first_node` that saved `self` get a snapshot of its current value
-    (with its autograd identity), since `self` is about to be overwritten."""
+    (with its autograd identity), since `self` is about to be overwritten. A global `self`'s
+    nodes saved its shard: a tensor holding the same array."""
     snapshot = None
     stack = [result.grad_fn]
     seen = set()
@@ -276,11 +277,12 @@ def _keep_saved_value(self: Tensor, result: Tensor, first_node: int) -> None:
         seen.add(node)
         saved = getattr(node, "saved", None)
         for key, entry in (saved or {}).items():
-            if entry[0] == 0 and entry[1] is self:
+            held = entry[1]
+            if entry[0] == 0 and (held is self or getattr(held, "_data", None) is self._data):
                 if snapshot is None:
-                    snapshot = make_tensor(self._data.copy(), self.requires_grad)
-                    snapshot.grad_fn = self.grad_fn
-                    snapshot._out_nr = self._out_nr
+                    snapshot = make_tensor(held._data.copy(), held.requires_grad)
+                    snapshot.grad_fn = held.grad_fn
+                    snapshot._out_nr = held._out_nr
                 saved[key] = (0, snapshot, 0)
         stack.extend(e[0] for e in node.edges if e is not None)
 

@@ -161,7 +161,7 @@ def _check_same_tensors(tensors: list[Tensor], names: list[str], comm, context: 
     """Every rank saves the same global tensors (names, shapes, dtypes, layouts) in the same
     order: their conversions below are collectives that must match."""
     described = [
-        [name, list(t.shape), t.dtype.name, t.placement.ranks, _sbp_text(t._nd_sbp)]
+        [name, list(t.shape), t.dtype.name, t.placement.ranks.tolist(), _sbp_text(t._nd_sbp)]
         for t, name in zip(tensors, names, strict=True)
         if isinstance(t, GlobalTensor)
     ]
@@ -191,7 +191,7 @@ def _shards(t: Tensor) -> list[tuple[int, tuple[slice, ...]]]:
     if not isinstance(t, GlobalTensor):
         return [(0, tuple(slice(0, n) for n in t.shape))] if t.numel() else []
     where, nd, shape = t._placement, t._nd_sbp, t._logical
-    grid = np.array(where.ranks)
+    grid = where.ranks
     out = []
     for coord in np.ndindex(grid.shape):
         if any(s is B and c != 0 for s, c in zip(nd, coord, strict=True)):
@@ -260,7 +260,7 @@ def _document(root, stored: list[Tensor], names: list[str], originals, world_siz
             ],
         }
         if isinstance(t, GlobalTensor):
-            record["placement"] = t.placement.ranks
+            record["placement"] = t.placement.ranks.tolist()
             record["sbp"] = _sbp_text(original._nd_sbp)
             record["layout"] = _sbp_text(t._nd_sbp)
         records.append(record)

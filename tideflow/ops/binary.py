@@ -32,7 +32,7 @@ from ._rules import (
     halves_in_float32,
     methods,
 )
-from .creation import tensor, zeros_like
+from .creation import on_placement_of, tensor, zeros_like
 from .indexing import _where_single
 
 __all__ = [
@@ -943,7 +943,7 @@ def where(condition, input=None, other=None):
         raise TypeError("where: expected both input and other, or neither")
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         # Two scalars promote like two 0-d tensors (where(c, 1, 2.5) is float32).
-        input = tensor(input)
+        input = tensor(input, **on_placement_of(condition))
     return dispatch(_where, (condition, input, other), _NO_ATTRS)
 
 

@@ -53,7 +53,7 @@ from ._rules import (
     normalize_dim,
     tensor_arg,
 )
-from .creation import ones, zeros
+from .creation import on_placement_of, ones, tensor, zeros
 
 __all__ = [
     "gather",
@@ -557,8 +557,9 @@ def _index_put_op(x, indices, values, dims: tuple, accumulate: bool):
 _INT, _SLICE, _NONE, _ELLIPSIS, _BOOL, _TENSOR, _MASK = range(7)
 
 
-def _as_index_tensor(seq) -> Tensor:
-    """A list/tuple/NumPy array used as an index, as a tensor (ints -> int64)."""
+def _as_index_tensor(seq, x: Tensor) -> Tensor:
+    """A list/tuple/NumPy array used as an index of `x`, as a tensor (ints -> int64), global
+    on `x`'s placement if `x` is global."""
     a = np.asarray(seq)
     if a.size == 0 and a.dtype.kind == "f":
         a = a.astype(np.int64)  # `x[[]]` is an empty integer index
@@ -569,7 +570,13 @@ def _as_index_tensor(seq) -> Tensor:
             f"index: tensors used as indices must be long, int, byte or bool tensors, got a "
             f"sequence of {a.dtype}"
         )
-    return make_tensor(a)
+    return _index_constant(a, x)
+
+
+def _index_constant(a: np.ndarray, x: Tensor) -> Tensor:
+    """An index array the subscript made itself: it must meet a global `x` as global."""
+    placed = on_placement_of(x)
+    return tensor(a, **placed) if placed else make_tensor(a)
 
 
 def _classify_tensor(t: Tensor, scalars_select: bool) -> tuple:
@@ -602,7 +609,7 @@ def _slice_key(s: slice) -> tuple:
     return (start, stop, step)
 
 
-def _classify(item) -> tuple:
+def _classify(item, x: Tensor) -> tuple:
     t = type(item)
     if t is int:
         return _INT, item
@@ -619,7 +626,7 @@ def _classify(item) -> tuple:
     if isinstance(item, np.integer):
         return _INT, int(item)
     if isinstance(item, list | tuple | np.ndarray):
-        return _classify_tensor(_as_index_tensor(item), scalars_select=True)
+        return _classify_tensor(_as_index_tensor(item, x), scalars_select=True)
     raise TensorIndexError(
         "index: only integers, slices (`:`), ellipsis (`...`), None and integer or bool "
         f"tensors are valid indices (got {t.__name__})"
@@ -639,7 +646,7 @@ def _parse_key(x: Tensor, key) -> tuple[tuple, list]:
     """Split a subscript into a basic key for `getitem` (a view of x) and the advanced indices
     [(axis of that view, index tensor)] applied to the view."""
     items = key if type(key) is tuple else (key,)
-    parsed = [_classify(item) for item in items]
+    parsed = [_classify(item, x) for item in items]
     shape = tuple(x.shape)
     used = ellipses = 0
     for kind, v in parsed:
@@ -674,7 +681,7 @@ def _parse_key(x: Tensor, key) -> tuple[tuple, list]:
             v += n
         elif kind == _BOOL:  # a new axis of size 1, kept (True) or emptied (False)
             basic.append(None)
-            adv.append((v, make_tensor(np.zeros(1 if val else 0, np.int64))))
+            adv.append((v, _index_constant(np.zeros(1 if val else 0, np.int64), x)))
             v += 1
         elif kind == _TENSOR:
             basic.append(_FULL)
@@ -1129,7 +1136,7 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
     if reduce not in modes:
         raise ValueError(f"scatter: reduce argument must be either add or multiply, got {reduce!r}")
     if not isinstance(src, Tensor):
-        src = ones(tuple(index.shape), dtype=input.dtype) * src
+        src = ones(tuple(index.shape), dtype=input.dtype, **on_placement_of(index)) * src
     args = {"dim": dim, "reduce": modes[reduce], "include_self": True}
     return dispatch(_scatter_reduce, (input, index, src), args)
 

@@ -38,7 +38,7 @@ from ._rules import (
     tensor_arg,
 )
 from .binary import where
-from .creation import eye, ones
+from .creation import eye, on_placement_of, ones
 from .shape import cat, diag_embed, narrow, transpose, tril
 
 __all__ = [
@@ -774,7 +774,7 @@ def matrix_power(A, n):
             f"{_dims(A.shape)}"
         )
     if n == 0:
-        return eye(A.shape[-1], dtype=A.dtype).expand(*A.shape).clone()
+        return eye(A.shape[-1], dtype=A.dtype, **on_placement_of(A)).expand(*A.shape).clone()
     power, n = (inv(A), -n) if n < 0 else (A, n)
     result = None
     while True:

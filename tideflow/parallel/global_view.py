@@ -7,6 +7,7 @@ import copy
 
 from ..framework.tensor import Tensor
 from .global_tensor import GlobalTensor
+from .sbp import of_tensor
 from .to_global import to_global as _tensor_to_global
 
 __all__ = ["to_global", "to_local"]
@@ -22,7 +23,7 @@ def to_global(obj, placement=None, sbp=None):
     >>> to_global(state, p, lambda t: flow.sbp.broadcast)["w"].is_global
     True
     """
-    return _map(obj, lambda t: _tensor_to_global(t, placement, sbp(t) if callable(sbp) else sbp))
+    return _map(obj, lambda t: _tensor_to_global(t, placement, of_tensor(sbp, t)))
 
 
 def to_local(obj):

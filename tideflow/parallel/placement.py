@@ -23,11 +23,17 @@ class placement:  # OneFlow's name (lower case, like a function)
     """A set of ranks and their arrangement (`hierarchy`). Equal placements hold the same
     ranks in the same grid; global tensors on different placements cannot meet in one op.
 
+    `ranks` is anything NumPy reads as an integer array: a list, a nested list for an n-D
+    grid, a range, an array. As in OneFlow, `.ranks` gives them back as a NumPy array in
+    the grid's shape, so `.ranks.shape` / `.ranks.ndim` describe the grid.
+
     >>> p = flow.placement(type="cpu", ranks=[0])
     >>> p
     tideflow.placement(type="cpu", ranks=[0])
-    >>> p.hierarchy
-    tideflow.Size([1])
+    >>> p.ranks
+    array([0])
+    >>> p.ranks.shape == tuple(p.hierarchy)
+    True
     """
 
     __slots__ = ("_grid", "_type")
@@ -47,7 +53,7 @@ class placement:  # OneFlow's name (lower case, like a function)
         """Every rank of the world, in rank order (1-D).
 
         >>> flow.placement.all("cpu").ranks
-        [0]
+        array([0])
         """
         return cls(type, list(range(_comm.world_size())))
 
@@ -57,13 +63,15 @@ class placement:  # OneFlow's name (lower case, like a function)
         return self._type
 
     @property
-    def ranks(self) -> list:
-        """The ranks as a (nested) list in the grid's shape."""
-        return self._grid.tolist()
+    def ranks(self) -> np.ndarray:
+        """The ranks as an int64 array in the grid's shape (a copy: the placement is
+        immutable)."""
+        return self._grid.copy()
 
     @property
     def hierarchy(self) -> Size:
-        """The grid's shape: one entry per placement axis."""
+        """The grid's shape: one entry per placement axis (OneFlow's older spelling of
+        `ranks.shape`)."""
         return Size(self._grid.shape)
 
     def __eq__(self, other) -> bool:
@@ -78,7 +86,7 @@ class placement:  # OneFlow's name (lower case, like a function)
         return hash((self._type, self._grid.shape, self._grid.tobytes()))
 
     def __repr__(self) -> str:
-        return f'tideflow.placement(type="{self._type}", ranks={self.ranks})'
+        return f'tideflow.placement(type="{self._type}", ranks={self._grid.tolist()})'
 
     # -- what global tensors use -------------------------------------------------------------
     @property

@@ -26,6 +26,8 @@ class sbp:  # OneFlow's name: the type of `flow.sbp.split(0)` and `flow.sbp.broa
     tideflow.sbp.split(dim=0)
     >>> flow.sbp.split(1) == flow.sbp.split(1)
     True
+    >>> flow.sbp.broadcast() is flow.sbp.broadcast
+    True
     """
 
     __slots__ = ("value",)
@@ -41,6 +43,11 @@ class sbp:  # OneFlow's name: the type of `flow.sbp.split(0)` and `flow.sbp.broa
     def dim(self) -> int | None:
         """The split dimension (None for broadcast and partial_sum)."""
         return self.value.axis if isinstance(self.value, Split) else None
+
+    def __call__(self) -> sbp:
+        """The sbp itself: OneFlow spells `broadcast` and `partial_sum` either as values or
+        as calls (`flow.sbp.broadcast()`), so both forms work here too."""
+        return self
 
     def __eq__(self, other) -> bool:
         return isinstance(other, sbp) and other.value == self.value
@@ -69,6 +76,13 @@ def split(dim: int) -> sbp:
 
 broadcast = sbp(B)
 partial_sum = sbp(P)
+
+
+def of_tensor(arg, t):
+    """`arg` as given to a call that converts many tensors: an sbp (or a sequence of them),
+    or a function of the tensor returning one. sbp objects are callable themselves
+    (`broadcast()`), so they are not taken for such a function."""
+    return arg(t) if callable(arg) and not isinstance(arg, sbp) else arg
 
 
 def public(value: SbpParallel) -> sbp:

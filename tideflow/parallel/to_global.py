@@ -27,7 +27,7 @@ from .boxing import BCAST, Broadcast, Move, box, empty_shard, move
 from .dispatch import install
 from .global_tensor import GlobalTensor, local_view, set_global, wrap
 from .placement import placement as Placement
-from .sbp import describe, nd_sbp
+from .sbp import describe, nd_sbp, of_tensor
 
 __all__ = ["global_class", "module_to_global", "to_global", "to_local"]
 
@@ -168,7 +168,7 @@ def _fit_shards(local: dict, where: Placement, nd: tuple) -> tuple:
     """The logical shape whose shards are the ranks' `local` shapes, or an error naming the
     ranks whose shapes do not fit."""
     hierarchy = tuple(where.hierarchy)
-    grid = np.array(where.ranks).reshape(hierarchy)
+    grid = where.ranks
     first = local[where.flat_ranks[0]]
     shape = []
     for dim in range(len(first)):
@@ -185,9 +185,9 @@ def _fit_shards(local: dict, where: Placement, nd: tuple) -> tuple:
     if wrong:
         raise TideflowError(
             f"to_global: the local tensors do not make one tensor laid out as {describe(nd)} "
-            f"on ranks {where.ranks} (logical shape {list(shape)}): {'; '.join(wrong)}. A split "
-            "gives the first (size % ranks) ranks one row more; broadcast and partial_sum need "
-            "the same shape on every rank"
+            f"on ranks {where.ranks.tolist()} (logical shape {list(shape)}): "
+            f"{'; '.join(wrong)}. A split gives the first (size % ranks) ranks one row more; "
+            "broadcast and partial_sum need the same shape on every rank"
         )
     return shape
 
@@ -248,11 +248,11 @@ def module_to_global(module, placement=None, sbp=None):
     for m in module.modules():
         for p in m._parameters.values():
             if p is not None:
-                _parameter_to_global(p, placement, sbp(p) if callable(sbp) else sbp)
+                _parameter_to_global(p, placement, of_tensor(sbp, p))
         for name, b in m._buffers.items():
             if b is not None:
                 with no_grad():
-                    m._buffers[name] = to_global(b, placement, sbp(b) if callable(sbp) else sbp)
+                    m._buffers[name] = to_global(b, placement, of_tensor(sbp, b))
     return module
 
 

@@ -782,7 +782,7 @@ def _vjp(lib, fn, position: int, convert):
 
     def call(g, *args, shape, **kwargs):
         with lib.enable_grad():  # gradgradcheck first calls it under no_grad for the shapes
-            x = lib.zeros(shape, dtype=g.dtype, requires_grad=True)
+            x = g.new_zeros(shape, requires_grad=True)  # global like a global g
             full = [*args[:position], x, *args[position:]]
             out = fn(*full, **_constants(kwargs, convert))
             return lib.autograd.grad(out, x, g, create_graph=True)[0]
