@@ -5,6 +5,7 @@ import io
 import json
 import math
 import os
+import threading
 from collections import Counter, OrderedDict, namedtuple
 
 import numpy as np
@@ -347,8 +348,21 @@ def test_save_to_a_missing_directory_raises_like_open(tmp_path):
 # -- errors ------------------------------------------------------------------------------------
 
 
-class Opaque:
-    pass
+class Slotted:
+    __slots__ = ("x",)
+
+
+def local_instance():
+    class Local:
+        pass
+
+    return Local()
+
+
+def hooked_module():
+    module = nn.Linear(1, 1)
+    module.register_forward_hook(lambda module, args, out: out)
+    return module
 
 
 Point = namedtuple("Point", "x y")
@@ -357,18 +371,39 @@ Point = namedtuple("Point", "x y")
 @pytest.mark.parametrize(
     ("obj", "message"),
     [
-        ({"fn": lambda x: x}, r"cannot save a builtins\.function object at obj\['fn'\]"),
-        ([1, Opaque()], r"cannot save a [\w.]*test_io\.Opaque object at obj\[1\]"),
-        ({"lr": np.float32(0.1)}, r"cannot save a numpy\.float32 object at obj\['lr'\]"),
-        ({"p": Point(1, 2)}, r"cannot save a [\w.]*test_io\.Point object at obj\['p'\]"),
         (
-            {"s": {"state": {0: {"m": nn.Module()}}}},
-            r"cannot save a tideflow\.nn\.modules\.module\.Module object at "
-            r"obj\['s'\]\['state'\]\[0\]\['m'\] \(save its state_dict\(\) instead\)",
+            {"fn": lambda x: x},
+            r"cannot save the builtins\.function at obj\['fn'\]: function [\w.]*test_io:<lambda> "
+            r"is not tideflow's",
         ),
-        ({Opaque(): 1}, r"cannot save a [\w.]*test_io\.Opaque object at obj"),
+        (
+            [1, Slotted()],
+            r"cannot save the [\w.]*test_io\.Slotted at obj\[1\]: Slotted keeps state in __slots__",
+        ),
+        (
+            {"p": Point(1, 2)},
+            r"cannot save the [\w.]*test_io\.Point at obj\['p'\]: Point derives from the "
+            r"built-in type tuple",
+        ),
+        (
+            {"lock": threading.Lock()},
+            r"cannot save the _thread\.lock at obj\['lock'\]: lock is the built-in type lock,",
+        ),
+        (
+            {"s": {"state": {0: {"m": hooked_module()}}}},
+            r"cannot save the builtins\.function at "
+            r"obj\['s'\]\['state'\]\[0\]\['m'\]\._forward_hooks\[\d+\]: ",
+        ),
+        (
+            {"names": np.array(["a"])},
+            r"cannot save the numpy\.ndarray at obj\['names'\]: its dtype <U1 is not a",
+        ),
+        (
+            {local_instance(): 1},
+            r"cannot save the [\w.]*test_io\.local_instance\.<locals>\.Local at obj: ",
+        ),
     ],
-    ids=["lambda", "instance", "numpy-scalar", "namedtuple", "module", "key"],
+    ids=["lambda", "slots", "namedtuple", "builtin", "module-hook", "str-array", "local-class"],
 )
 def test_unsavable_objects_raise_naming_the_path_and_write_nothing(tmp_path, obj, message):
     path = tmp_path / "ckpt.safetensors"

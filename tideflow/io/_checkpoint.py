@@ -2,9 +2,10 @@
 
 The tensors are the file's tensors, named after where they sit in the object
 (`model.fc.weight`, `optimizer.state.0.exp_avg`), so any safetensors reader sees the weights.
-The metadata holds one JSON document (the tree, see `_structure`, and a table mapping each
-tensor object to its stored data and flags) and a CRC-32 over the document and every
-tensor's name, dtype, shape and bytes. PyTorch's zip checkpoints carry CRC-32s for the same
+NumPy arrays are stored beside them (see `_numpy`). The metadata holds one JSON document (the
+tree, see `_structure`, a table mapping each tensor object to its stored data and flags, and,
+when there are any, a table of the NumPy arrays) and a CRC-32 over the document and every
+stored array's name, dtype, shape and bytes. PyTorch's zip checkpoints carry CRC-32s for the same
 reason: a flipped or edited byte is reported instead of loaded.
 """
 
@@ -20,7 +21,7 @@ from ..framework.device import device as Device
 from ..framework.errors import TideflowError
 from ..framework.tensor import Tensor, make_tensor
 from ..nn.parameter import Parameter
-from . import sharded
+from . import _numpy, sharded
 from ._file import as_contiguous, describe, read, write
 from ._structure import Decoder, Encoder
 
@@ -28,6 +29,7 @@ FORMAT_VERSION = 1
 _DOCUMENT_KEY = "tideflow"
 _CHECKSUM_KEY = "tideflow.crc32"
 _DOCUMENT_FIELDS = {"version", "tensors", "root"}
+_OPTIONAL_FIELDS = {"arrays"}  # written only when needed: files without them read as before
 _RECORD_FIELDS = {"data", "type", "requires_grad"}
 
 
@@ -35,10 +37,16 @@ def save(obj, f) -> None:
     """Save `obj` to `f` (a path or a binary file object), as `torch.save`.
 
     `obj` may nest dicts (any savable keys: str, int, tuple, ...), OrderedDicts, Counters,
-    lists, tuples and sets of tensors, None, bool, int, float, complex, str, bytes, dtypes,
-    devices and `Size`s: module, optimizer and lr-scheduler state dicts, RNG states, training
-    metadata. Each of these comes back from `load` with its exact type. Other objects raise a
-    TideflowError naming where they sit; no pickle is involved.
+    lists, tuples and sets of tensors, NumPy arrays and scalars, None, bool, int, float,
+    complex, str, bytes, dtypes, devices and `Size`s: module, optimizer and lr-scheduler state
+    dicts, RNG states, training metadata. Each of these comes back from `load` with its exact
+    type (and NumPy dtype). No pickle is involved.
+
+    Objects of plain Python classes, whole modules among them (`flow.save(model, f)`), are
+    stored as their class's qualified name and their attributes, recursively; loading them
+    needs `weights_only=False` (see `load`). Objects that keep state outside `__dict__`
+    (built-in types, `__slots__`) and functions other than tideflow's own raise a
+    TideflowError naming where they sit.
 
     Tensors are stored as safetensors tensors (contiguous); Parameters and `requires_grad`
     are restored. A tensor object that appears twice loads as one object, and tensors that
@@ -60,11 +68,23 @@ def save(obj, f) -> None:
     encoder = Encoder(context)
     root = encoder.encode(obj)
     if any(t.is_global for t in encoder.tensors):
+        if encoder.arrays or encoder.objects:
+            raise TideflowError(
+                f"{context}: an object holding global tensors is saved as a sharded "
+                "checkpoint, which holds tensors and plain values only: save NumPy arrays and "
+                "whole modules separately (or the module's state_dict())"
+            )
         sharded.save(root, encoder.tensors, encoder.names, f, context)
         return
     records, arrays = _tensor_table(encoder.tensors, encoder.names)
+    content = {"version": FORMAT_VERSION, "tensors": records, "root": root}
+    if encoder.arrays:
+        content["arrays"] = []
+        for a, name in zip(encoder.arrays, encoder.array_names, strict=True):
+            arrays[name] = _numpy.stored_form(a)
+            content["arrays"].append(_numpy.record(name, a))
     document = json.dumps(
-        {"version": FORMAT_VERSION, "tensors": records, "root": root},
+        content,
         separators=(",", ":"),
         allow_nan=False,  # non-finite floats are tagged; bare NaN would not be valid JSON
     )
@@ -87,9 +107,13 @@ def load(f, map_location=None, *, weights_only: bool = True):
     tensors with the full values in a world of one, and as global tensors in a larger world,
     each rank reading only its own shards (`tideflow.io.sharded`).
 
-    Loading never runs code from the file, so `weights_only` (accepted for PyTorch
-    compatibility) changes nothing. A file that is not safetensors, is truncated, fails its
-    checksum or describes an unknown structure raises a TideflowError naming the file.
+    Loading never runs code from the file. With `weights_only=True` (the default, as in
+    PyTorch) a file holding whole objects (`flow.save(model, f)`) is refused with a
+    TideflowError; `weights_only=False` rebuilds them, from classes already imported in this
+    process only (a file never makes tideflow import a module), without calling `__init__`,
+    `__setstate__` or any other hook: the instance gets the saved attributes as its
+    `__dict__`. A file that is not safetensors, is truncated, fails its checksum or describes
+    an unknown structure raises a TideflowError naming the file.
 
     >>> import io
     >>> buffer = io.BytesIO()
@@ -104,12 +128,13 @@ def load(f, map_location=None, *, weights_only: bool = True):
         return sharded.load(f, relocate, context)
     arrays, metadata = read(f, context)
     document = _verified_document(metadata, arrays, context)
-    stored = {name: relocate(make_tensor(array)) for name, array in arrays.items()}
     if document is None:
-        return stored
-    tensors = _tensor_objects(document["tensors"], stored, context)
+        return {name: relocate(make_tensor(array)) for name, array in arrays.items()}
+    tensors = _tensor_objects(document["tensors"], arrays, relocate, context)
+    numpy_arrays = _numpy_arrays(document.get("arrays", []), arrays, context)
+    decoder = Decoder(tensors, context, arrays=numpy_arrays, objects=not weights_only)
     try:
-        return Decoder(tensors, context).decode(document["root"])
+        return decoder.decode(document["root"])
     except RecursionError:
         raise TideflowError(
             f"{context}: malformed checkpoint: the structure is nested too deeply"
@@ -214,10 +239,13 @@ def _verified_document(metadata: Mapping[str, str], arrays, context: str) -> dic
         document = json.loads(metadata[_DOCUMENT_KEY], parse_constant=_reject_constant)
     except (ValueError, RecursionError) as e:
         raise TideflowError(f"{context}: malformed checkpoint document: {e}") from None
-    if type(document) is not dict or set(document) != _DOCUMENT_FIELDS:
+    if type(document) is not dict or not (
+        _DOCUMENT_FIELDS <= set(document) <= _DOCUMENT_FIELDS | _OPTIONAL_FIELDS
+    ):
         raise TideflowError(
             f"{context}: malformed checkpoint document: expected the fields "
-            f"{sorted(_DOCUMENT_FIELDS)}, got {document!r:.120}"
+            f"{sorted(_DOCUMENT_FIELDS)} (and optionally {sorted(_OPTIONAL_FIELDS)}), got "
+            f"{document!r:.120}"
         )
     if document["version"] != FORMAT_VERSION:
         raise TideflowError(
@@ -228,14 +256,18 @@ def _verified_document(metadata: Mapping[str, str], arrays, context: str) -> dic
     return document
 
 
-def _tensor_objects(records, stored: dict[str, Tensor], context: str) -> list[Tensor]:
-    """The tensor objects of the table: each its own Tensor over the stored data."""
+def _tensor_objects(
+    records, arrays: dict[str, np.ndarray], relocate: Callable[[Tensor], Tensor], context: str
+) -> list[Tensor]:
+    """The tensor objects of the table: each its own Tensor over the stored data, which is
+    relocated once however many tensors share it."""
     if type(records) is not list:
         raise TideflowError(f"{context}: malformed checkpoint: the tensor table is not a list")
+    stored: dict[str, Tensor] = {}
     tensors = []
     for i, record in enumerate(records):
         try:
-            tensors.append(_tensor_object(record, stored))
+            tensors.append(_tensor_object(record, arrays, stored, relocate))
         except TideflowError as e:
             raise TideflowError(
                 f"{context}: malformed checkpoint: tensor record {i} {record!r:.120}: {e}"
@@ -243,20 +275,37 @@ def _tensor_objects(records, stored: dict[str, Tensor], context: str) -> list[Te
     return tensors
 
 
-def _tensor_object(record, stored: dict[str, Tensor]) -> Tensor:
+def _tensor_object(record, arrays, stored: dict[str, Tensor], relocate) -> Tensor:
     if not (
         type(record) is dict
         and set(record) == _RECORD_FIELDS
         and type(record["data"]) is str
-        and record["data"] in stored
+        and record["data"] in arrays
         and record["type"] in ("Tensor", "Parameter")
         and type(record["requires_grad"]) is bool
     ):
         raise TideflowError(f"expected the fields {sorted(_RECORD_FIELDS)} naming stored data")
-    t = make_tensor(stored[record["data"]]._data)
+    data = record["data"]
+    if data not in stored:
+        stored[data] = relocate(make_tensor(arrays[data]))
+    t = make_tensor(stored[data]._data)
     if record["type"] == "Parameter":
         return Parameter(t, requires_grad=record["requires_grad"])
     return t.requires_grad_(True) if record["requires_grad"] else t
+
+
+def _numpy_arrays(records, arrays: dict[str, np.ndarray], context: str) -> list[np.ndarray]:
+    if type(records) is not list:
+        raise TideflowError(f"{context}: malformed checkpoint: the array table is not a list")
+    out = []
+    for i, record in enumerate(records):
+        try:
+            out.append(_numpy.rebuild(record, arrays))
+        except _numpy.BadArray as e:
+            raise TideflowError(
+                f"{context}: malformed checkpoint: array record {i} {record!r:.120}: {e}"
+            ) from None
+    return out
 
 
 def _relocation(map_location, context: str) -> Callable[[Tensor], Tensor]:

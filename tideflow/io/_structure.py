@@ -8,23 +8,33 @@ other value is an object with exactly one key, its tag:
     {"dict": [[key, value], ...]}  {"odict": [...]}  {"counter": [...]}   keys are values too
     {"float": "nan" | "inf" | "-inf"}  {"complex": [re, im]}  {"bytes": "<hex>"}
     {"dtype": "bfloat16"}  {"device": "cpu"}  {"size": [2, 3]}
+    {"ndarray": 0}            the array table's NumPy array 0 (see `_numpy`)
+    {"numpy_scalar": ["<f4", "<hex>"]}
+    {"object": {"id": 0, "class": "module:Qualname", "attrs": [[name, value], ...]}}
+    {"ref": 0}                the object with id 0 again (shared submodules, cycles)
+    {"function": "tideflow.ops.activation:relu"}
 
 So dict keys keep their types (0 stays an int), tuples stay tuples, OrderedDicts stay
 ordered and Counters (MultiStepLR's milestones) stay Counters. Decoding builds only these
-types: a file describes data and can name no code.
+types, plus, when the caller opts in, objects of plain classes already imported (see
+`_objects`): a file describes data and can name no code to run.
 """
 
 from __future__ import annotations
 
 import math
+import types
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import ClassVar
+
+import numpy as np
 
 from ..framework import dtype as dtypes
 from ..framework.device import device as Device
 from ..framework.errors import DeviceError, TideflowError
 from ..framework.tensor import Size, Tensor
+from . import _numpy, _objects
 
 _CONTAINER_TAGS = {
     list: "list",
@@ -38,14 +48,19 @@ _MAPPING_TAGS = ("dict", "odict", "counter")
 _NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 _DTYPES = {d.name: d for d in dtypes.ALL}
 _SAVABLE = (
-    "tensors, None, bool, int, float, complex, str, bytes, dtypes, devices, Size, and "
-    "list/tuple/set/dict/OrderedDict/Counter of them"
+    "tensors, NumPy arrays and scalars, None, bool, int, float, complex, str, bytes, dtypes, "
+    "devices, Size, list/tuple/set/dict/OrderedDict/Counter of them, and objects of plain "
+    "Python classes (whole modules) holding them"
 )
 
 
+class Attribute(str):
+    """A path step into an object's attribute, not a container key."""
+
+
 def where(path: tuple) -> str:
-    """A location in the saved object, as Python would index it: obj['state'][0]."""
-    return "obj" + "".join(f"[{key!r}]" for key in path)
+    """A location in the saved object, as Python would reach it: obj.fc['weight'][0]."""
+    return "obj" + "".join(f".{key}" if type(key) is Attribute else f"[{key!r}]" for key in path)
 
 
 def _float_node(x: float):
@@ -60,7 +75,12 @@ class Encoder:
         self.context = context
         self.tensors: list[Tensor] = []
         self.names: list[str] = []
+        self.arrays: list[np.ndarray] = []
+        self.array_names: list[str] = []
+        self.objects = 0  # how many objects (`{"object": ...}` nodes) were encoded
         self._index: dict[int, int] = {}
+        self._array_index: dict[int, int] = {}
+        self._object_id: dict[int, int] = {}
         self._used_names = {"__metadata__"}  # reserved by the safetensors header
         self._open: set[int] = set()  # ids of the containers being encoded: a repeat is a cycle
 
@@ -83,14 +103,15 @@ class Encoder:
             return {"device": str(obj)}
         if kind is Size:
             return {"size": list(obj)}
+        if kind is np.ndarray:
+            return {"ndarray": self._numpy_array_index(obj, path)}
+        if isinstance(obj, np.generic):
+            return {"numpy_scalar": self._checked(_numpy.scalar_node, obj, path)}
+        if kind is types.FunctionType:
+            return {"function": self._checked(_objects.function_name, obj, path)}
         tag = _CONTAINER_TAGS.get(kind)
         if tag is None:
-            hint = " (save its state_dict() instead)" if hasattr(obj, "state_dict") else ""
-            raise TideflowError(
-                f"{self.context}: cannot save a {kind.__module__}.{kind.__qualname__} object at "
-                f"{where(path)}{hint}: a checkpoint holds only {_SAVABLE} (loading never runs "
-                "code, so arbitrary objects cannot be stored)"
-            )
+            return self._object(obj, path)
         if id(obj) in self._open:
             raise TideflowError(
                 f"{self.context}: the {kind.__name__} at {where(path)} contains itself; "
@@ -116,6 +137,45 @@ class Encoder:
             self.names.append(self._unique_name(".".join(map(str, path)) or "tensor"))
         return index
 
+    def _numpy_array_index(self, a: np.ndarray, path: tuple) -> int:
+        index = self._array_index.get(id(a))
+        if index is None:
+            self._checked(_numpy.check_savable, a, path, a.dtype)
+            index = self._array_index[id(a)] = len(self.arrays)
+            self.arrays.append(a)
+            self.array_names.append(self._unique_name(".".join(map(str, path)) or "array"))
+        return index
+
+    def _object(self, obj, path: tuple) -> dict:
+        known = self._object_id.get(id(obj))
+        if known is not None:
+            return {"ref": known}
+        name = self._checked(_objects.class_name, obj, path, type(obj))
+        # Registered before its attributes, so that an attribute leading back to it is a ref.
+        self._object_id[id(obj)] = index = self.objects
+        self.objects += 1
+        attrs = []
+        for key, value in vars(obj).items():
+            if type(key) is not str:
+                raise TideflowError(
+                    f"{self.context}: cannot save the attribute {key!r:.80} of {where(path)}: "
+                    "attribute names must be str"
+                )
+            attrs.append([key, self.encode(value, (*path, Attribute(key)))])
+        return {"object": {"id": index, "class": name, "attrs": attrs}}
+
+    def _checked(self, check: Callable, obj, path: tuple, arg=None):
+        """`check(arg)` (default: `obj`), its refusal told as a TideflowError about `obj`."""
+        try:
+            return check(obj if arg is None else arg)
+        except (_objects.NotRestorable, _numpy.BadArray) as e:
+            kind = type(obj)
+            raise TideflowError(
+                f"{self.context}: cannot save the {kind.__module__}.{kind.__qualname__} at "
+                f"{where(path)}: {e}. A checkpoint holds {_SAVABLE}, so that loading it runs "
+                "no code"
+            ) from None
+
     def _unique_name(self, base: str) -> str:
         name, n = base, 0
         while name in self._used_names:
@@ -126,12 +186,24 @@ class Encoder:
 
 
 class Decoder:
-    """Rebuilds the object from a JSON node, taking tensors from `tensors` by index. Anything
-    outside the format raises a TideflowError naming the location."""
+    """Rebuilds the object from a JSON node, taking tensors from `tensors` and NumPy arrays
+    from `arrays` by index. Objects and functions are rebuilt only with `objects=True` (the
+    caller's `weights_only=False`). Anything outside the format raises a TideflowError naming
+    the location."""
 
-    def __init__(self, tensors: list[Tensor], context: str) -> None:
+    def __init__(
+        self,
+        tensors: list[Tensor],
+        context: str,
+        *,
+        arrays: list[np.ndarray] | None = None,
+        objects: bool = False,
+    ) -> None:
         self.tensors = tensors
+        self.arrays = arrays or []
         self.context = context
+        self.objects_allowed = objects
+        self.objects: list = []  # by id, in the order the file opens them
 
     def decode(self, node, path: tuple = ()):
         kind = type(node)
@@ -216,6 +288,66 @@ class Decoder:
         self._expect(ok, path, f"bad Size {payload!r:.80}")
         return Size(payload)
 
+    def _ndarray(self, payload, path: tuple) -> np.ndarray:
+        self._expect(
+            type(payload) is int and 0 <= payload < len(self.arrays),
+            path,
+            f"array index {payload!r:.80} is not in the table of {len(self.arrays)} arrays",
+        )
+        return self.arrays[payload]
+
+    def _numpy_scalar(self, payload, path: tuple) -> np.generic:
+        try:
+            return _numpy.scalar(payload)
+        except _numpy.BadArray as e:
+            raise self._malformed(path, f"bad NumPy scalar: {e}") from None
+
+    def _object(self, payload, path: tuple):
+        ok = type(payload) is dict and set(payload) == {"id", "class", "attrs"}
+        self._expect(ok, path, f"expected an object's id, class and attrs, got {payload!r:.80}")
+        name = payload["class"]
+        self._require_opt_in(f"a whole {name!r:.120} object", path)
+        self._expect(
+            type(payload["id"]) is int and payload["id"] == len(self.objects),
+            path,
+            f"object id {payload['id']!r:.20} out of order (expected {len(self.objects)})",
+        )
+        self._expect(type(payload["attrs"]) is list, path, "expected a list of attributes")
+        obj = _objects.new_object(self._named(_objects.find_class, name, path))
+        self.objects.append(obj)  # before its attributes: they may lead back to it
+        state = vars(obj)  # filled directly: no __setattr__ or __setstate__ runs
+        for pair in payload["attrs"]:
+            ok = type(pair) is list and len(pair) == 2 and type(pair[0]) is str
+            self._expect(ok, path, f"expected [attribute name, value], got {pair!r:.80}")
+            state[pair[0]] = self.decode(pair[1], (*path, Attribute(pair[0])))
+        return obj
+
+    def _ref(self, payload, path: tuple):
+        self._require_opt_in("a reference to an object", path)
+        ok = type(payload) is int and 0 <= payload < len(self.objects)
+        self._expect(ok, path, f"reference {payload!r:.20} to an object not yet defined")
+        return self.objects[payload]
+
+    def _function(self, payload, path: tuple):
+        self._require_opt_in(f"the function {payload!r:.120}", path)
+        return self._named(_objects.find_function, payload, path)
+
+    def _require_opt_in(self, what: str, path: tuple) -> None:
+        if not self.objects_allowed:
+            raise TideflowError(
+                f"{self.context}: the checkpoint holds {what} at {where(path)} (as "
+                "torch.save(model, f) writes); loading objects is off by default, as with "
+                "PyTorch's weights_only=True. Pass weights_only=False to rebuild it from its "
+                "already imported class: no code from the file runs, but the file chooses "
+                "which classes to fill, so do it only for files you trust"
+            )
+
+    def _named(self, find: Callable, name, path: tuple):
+        try:
+            return find(name)
+        except _objects.NotRestorable as e:
+            raise TideflowError(f"{self.context}: refused to rebuild {where(path)}: {e}") from None
+
     def _set(self, payload, path: tuple) -> set:
         try:
             return set(self._items(payload, path))
@@ -236,4 +368,9 @@ class Decoder:
         "dtype": _dtype,
         "device": _device,
         "size": _size,
+        "ndarray": _ndarray,
+        "numpy_scalar": _numpy_scalar,
+        "object": _object,
+        "ref": _ref,
+        "function": _function,
     }
