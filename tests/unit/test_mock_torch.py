@@ -17,6 +17,7 @@ import pytest
 
 import tideflow as flow
 import tideflow.mock_torch as mock_torch
+from tideflow.framework.errors import UnsupportedError
 from tideflow.mock_torch import __main__ as runner
 
 pytestmark = pytest.mark.timeout(180)
@@ -269,6 +270,7 @@ STUB_QUERIES = [
     ("backends.cuda.is_built", ()),
     ("backends.mps.is_available", ()),
     ("backends.mps.is_built", ()),
+    ("onnx.is_in_onnx_export", ()),
 ]
 
 
@@ -303,6 +305,20 @@ def test_gpu_only_calls_fail_like_cpu_pytorch(name):
 
         with pytest.raises(AssertionError, match=rf"torch\.cuda\.{name}: CUDA is not available"):
             getattr(torch.cuda, name)()
+
+
+def test_onnx_imports_and_export_says_what_is_missing():
+    with mock_torch.enabled():
+        import torch
+        import torch.onnx
+
+        assert torch.onnx is sys.modules["torch.onnx"]
+        with pytest.raises(
+            UnsupportedError, match=r"torch\.onnx\.export\(Linear, \.\.\.\): tideflow has no ONNX"
+        ) as info:
+            torch.onnx.export(torch.nn.Linear(2, 2), (torch.ones(1, 2),), "model.onnx")
+    assert isinstance(info.value, NotImplementedError)  # what feature probes catch
+    assert not hasattr(flow, "onnx")
 
 
 # -- the runner ---------------------------------------------------------------------------------
@@ -420,12 +436,20 @@ def test_runner_help(capsys):
 
 LOSS = re.compile(r"^(initial|final) loss: (\S+)$", re.MULTILINE)
 
+WORD_LM = "word_language_model/main.py"  # saves the whole model and loads it back
 EXAMPLE_RUNS = [
-    pytest.param("mlp_classifier.py", id="mlp"),
-    pytest.param("custom_function.py", id="custom_function"),
-    pytest.param("cnn_classifier.py", id="cnn", marks=pytest.mark.slow),
-    pytest.param("char_lstm.py", id="char_lstm"),
-    pytest.param("transformer_classifier.py", id="transformer", marks=pytest.mark.slow),
+    pytest.param("mlp_classifier.py", (), id="mlp"),
+    pytest.param("custom_function.py", (), id="custom_function"),
+    pytest.param("cnn_classifier.py", (), id="cnn", marks=pytest.mark.slow),
+    pytest.param("char_lstm.py", (), id="char_lstm"),
+    pytest.param("transformer_classifier.py", (), id="transformer", marks=pytest.mark.slow),
+    pytest.param(WORD_LM, (), id="word_lm_lstm"),
+    pytest.param(
+        WORD_LM, ("--model", "GRU", "--tied"), id="word_lm_gru_tied", marks=pytest.mark.slow
+    ),
+    pytest.param(
+        WORD_LM, ("--model", "Transformer"), id="word_lm_transformer", marks=pytest.mark.slow
+    ),
 ]
 
 
@@ -433,9 +457,9 @@ def _losses(stdout: str) -> dict:
     return {kind: float(value) for kind, value in LOSS.findall(stdout)}
 
 
-@pytest.mark.parametrize("example", EXAMPLE_RUNS)
-def test_example_trains_under_mock_torch(example):
-    result = _run_mocked(str(EXAMPLES / example), timeout=120)
+@pytest.mark.parametrize(("example", "args"), EXAMPLE_RUNS)
+def test_example_trains_under_mock_torch(example, args):
+    result = _run_mocked(str(EXAMPLES / example), *args, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     losses = _losses(result.stdout)
     assert losses["final"] < losses["initial"], result.stdout
@@ -443,12 +467,14 @@ def test_example_trains_under_mock_torch(example):
 
 @pytest.mark.slow
 @pytest.mark.torch
-@pytest.mark.parametrize("example", [p.values[0] for p in EXAMPLE_RUNS])
-def test_example_is_a_valid_pytorch_program(example):
+@pytest.mark.parametrize(
+    ("example", "args"), [pytest.param(*p.values, id=p.id) for p in EXAMPLE_RUNS]
+)
+def test_example_is_a_valid_pytorch_program(example, args):
     pytest.importorskip("torch")
     # One thread: PyTorch's default thread pool only contends on a shared test machine.
     result = subprocess.run(
-        [sys.executable, str(EXAMPLES / example)],
+        [sys.executable, str(EXAMPLES / example), *args],
         capture_output=True,
         text=True,
         timeout=120,

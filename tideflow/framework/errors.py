@@ -31,6 +31,11 @@ class AutogradError(TideflowError):
     """Misuse of autograd: backward through freed graph, modified saved tensor, ..."""
 
 
+class UnsupportedError(TideflowError, NotImplementedError):
+    """A PyTorch feature tideflow does not provide (ONNX export, ...). A `NotImplementedError`
+    too, which is what code probing for optional features catches."""
+
+
 class Rejected(Exception):
     """Raised by a kernel for operands NumPy would accept but the op does not (mixed dtypes,
     shapes NumPy would broadcast). The dispatcher then asks the op's meta rule for the

@@ -9,8 +9,9 @@ leak the CUDA stubs into tideflow's namespace and `torch.backends` would replace
 
 `torch.cuda` and `torch.backends` have no tideflow counterpart: they are stubs that answer
 what a CPU-only PyTorch build answers, so scripts that probe for a GPU or set
-`torch.backends.cudnn.benchmark = True` run unchanged. They are built fresh for each
-`enable()`, so flags a script sets do not outlive its session.
+`torch.backends.cudnn.benchmark = True` run unchanged. `torch.onnx` is a stub too: programs
+that import it run, and only an actual export fails, with an `UnsupportedError`. The stubs
+are built fresh for each `enable()`, so flags a script sets do not outlive its session.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType, SimpleNamespace
 
 import tideflow
+from tideflow.framework.errors import UnsupportedError
 
 
 class TorchModule(ModuleType):
@@ -116,6 +118,18 @@ def _mps_attrs() -> dict:
     return {"is_available": _false, "is_built": _false}
 
 
+def _export_onnx(model, *args, **kwargs) -> None:
+    raise UnsupportedError(
+        f"torch.onnx.export({type(model).__name__}, ...): tideflow has no ONNX exporter; save "
+        "the weights with torch.save(model.state_dict(), path), a safetensors file that "
+        "safetensors.torch.load_file reads, and export from PyTorch"
+    )
+
+
+def _onnx_attrs() -> dict:
+    return {"export": _export_onnx, "is_in_onnx_export": _false}
+
+
 # torch name -> (docstring, attributes); children are attached to their parents below.
 _STUBS = {
     "torch.cuda": ("CUDA stub: no GPU is available under tideflow.mock_torch.", _cuda_attrs),
@@ -123,6 +137,7 @@ _STUBS = {
     "torch.backends.cudnn": ("cuDNN stub: flags are accepted and ignored.", _cudnn_attrs),
     "torch.backends.cuda": ("CUDA backend stub: flags are accepted.", _backends_cuda_attrs),
     "torch.backends.mps": ("MPS stub: not available.", _mps_attrs),
+    "torch.onnx": ("ONNX stub: importable; export raises UnsupportedError.", _onnx_attrs),
 }
 
 
