@@ -130,3 +130,24 @@ def test_repr_matches_pytorch_format():
     assert repr(flow.tensor([[0.1234, 0.5678], [1.0, 2.0]])) == (
         "tensor([[0.1234, 0.5678],\n        [1.0000, 2.0000]])"
     )
+
+
+FORMAT_CASES = [(1.5, "+.2f"), (3, ">6"), (-0.125, ".1e"), (True, ""), (255, "#x"), (2.5, "")]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize(("value", "spec"), FORMAT_CASES)
+def test_format_of_a_0d_tensor_matches_pytorch(value, spec):
+    torch = pytest.importorskip("torch")
+    assert format(flow.tensor(value), spec) == format(torch.tensor(value), spec)
+
+
+def test_format_of_a_0d_tensor_is_its_value_and_of_others_is_objects():
+    loss = flow.tensor(2.0, requires_grad=True) * 1.25
+    assert f"loss {loss:5.2f}" == "loss  2.50"
+    step = flow.tensor(2.5).to_global(flow.placement("cpu", [0]), flow.sbp.broadcast)
+    assert f"{step:.1f}" == "2.5"  # a global tensor formats as its logical value
+    assert f"{flow.tensor([1.5])}" == str(flow.tensor([1.5]))
+    for t in (flow.tensor([1.5]), flow.nn.Parameter(flow.tensor(1.0))):
+        with pytest.raises(TypeError, match="unsupported format string"):
+            format(t, ".2f")  # as in PyTorch: only a plain 0-d tensor is a number here

@@ -245,6 +245,14 @@ class Tensor:
     def __str__(self) -> str:
         return self.__repr__()  # subclasses (Parameter) override __repr__ only
 
+    def __format__(self, format_spec: str) -> str:
+        # As PyTorch: a 0-d tensor formats as its value ('{:.2f}'.format(loss)); others, and
+        # Parameters, take object's rule (str() for '', else a TypeError). A global tensor
+        # is its logical value (one class in OneFlow), so it formats like a local one.
+        if self.dim() == 0 and (type(self) is Tensor or self.is_global):
+            return format(self.item(), format_spec)
+        return object.__format__(self, format_spec)
+
     # -- autograd identity ----------------------------------------------------------------
     def detach(self) -> Tensor:
         """A tensor sharing data and version counter, cut from the graph."""
