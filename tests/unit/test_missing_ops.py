@@ -68,3 +68,56 @@ def test_unfold_refuses_windows_longer_than_the_dim():
 def test_batch_gather_names_both_shapes():
     with pytest.raises(ShapeError, match=r"batch_gather: indices of shape \[3, 2\] .* \[2, 4\]"):
         flow.batch_gather(flow.zeros(2, 4), flow.zeros(3, 2, dtype=flow.int64))
+
+
+# -- alpha dropout, LP pooling, max unpooling -----------------------------------------------
+_SELU_SATURATION = 1.7580993408473766  # -SELU(-inf), in PyTorch's `_dropout_impl`
+
+
+def test_alpha_dropout_maps_kept_and_dropped_units_affinely():
+    p = 0.3
+    x = flow.randn(4000, dtype=flow.float64)
+    y = F.alpha_dropout(x, p, training=True)
+    a = ((_SELU_SATURATION**2 * p + 1) * (1 - p)) ** -0.5
+    dropped = flow.isclose(y, flow.full_like(y, -_SELU_SATURATION * a * (1 - p)))
+    kept = flow.isclose(y, a * x + _SELU_SATURATION * a * p)
+    assert bool((dropped | kept).all())
+    # the fraction dropped: binomial, 5 standard deviations
+    assert abs(dropped.double().mean().item() - p) < 5 * (p * (1 - p) / 4000) ** 0.5
+    assert F.alpha_dropout(x, p) is x  # training defaults to False
+
+
+def test_alpha_dropout_keeps_selu_activations_normalized():
+    n = 200_000
+    y = F.alpha_dropout(F.selu(flow.randn(n, dtype=flow.float64)), 0.4, training=True)
+    # standard errors of a mean and a variance of n unit-variance samples, 5 of each
+    assert abs(y.mean().item()) < 5 / n**0.5
+    assert abs(y.var().item() - 1) < 5 * (2 / n) ** 0.5 * 1.5
+
+
+def test_feature_alpha_dropout_drops_whole_channels():
+    y = F.feature_alpha_dropout(flow.randn(3, 50, 4), 0.5, training=True)
+    same = y[..., :1] - y[..., 1:]  # a dropped channel holds one value everywhere
+    dropped = (same == 0).all(dim=-1)
+    assert bool(dropped.any()) and not bool(dropped.all())
+    with pytest.raises(ShapeError, match=r"feature_alpha_dropout: .* at least 2 dims"):
+        F.feature_alpha_dropout(flow.randn(5), 0.5, training=True)
+
+
+def test_max_unpool_inverts_max_pool_where_the_maxima_were():
+    x = flow.rand(2, 3, 6, 6) + 1  # positive: the zeros around each maximum stay below it
+    y, indices = F.max_pool2d(x, 2, return_indices=True)
+    restored = flow.nn.MaxUnpool2d(2)(y, indices)
+    assert restored.shape == x.shape
+    assert flow.equal(F.max_pool2d(restored, 2), y)
+    with pytest.raises(ShapeError, match=r"max_unpool2d: invalid output_size \[9, 6\]"):
+        F.max_unpool2d(y, indices, 2, output_size=(9, 6))
+
+
+def test_lp_pool_of_norm_one_sums_each_window():
+    x = flow.rand(2, 3, 4, 4)
+    assert flow.allclose(F.lp_pool2d(x, 1, 2), F.avg_pool2d(x, 2) * 4)
+    assert (
+        repr(flow.nn.LPPool1d(2, 3))
+        == "LPPool1d(norm_type=2, kernel_size=3, stride=None, ceil_mode=False)"
+    )

@@ -63,3 +63,27 @@ class Dropout3d(_DropoutNd):
 
     def forward(self, input):
         return F.dropout3d(input, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(_DropoutNd):
+    """Dropout for SELU networks: in training, each element becomes SELU's saturation value
+    with probability `p`, then all are mapped affinely so the mean and variance stay those of
+    the input; in evaluation, the identity.
+
+    >>> flow.nn.AlphaDropout(0.2)(flow.randn(4, 8)).shape
+    tideflow.Size([4, 8])
+    """
+
+    def forward(self, input):
+        return F.alpha_dropout(input, self.p, self.training, self.inplace)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    """`AlphaDropout` of whole channels (dim 1 of an (N, C, ...) input).
+
+    >>> flow.nn.FeatureAlphaDropout(0.2)(flow.randn(2, 4, 3, 3)).shape
+    tideflow.Size([2, 4, 3, 3])
+    """
+
+    def forward(self, input):
+        return F.feature_alpha_dropout(input, self.p, self.training, self.inplace)

@@ -1,4 +1,5 @@
-"""Pooling: MaxPool, AvgPool, AdaptiveMaxPool and AdaptiveAvgPool in 1, 2 and 3 dims.
+"""Pooling: MaxPool, AvgPool, AdaptiveMaxPool, AdaptiveAvgPool, LPPool and MaxUnpool in 1, 2
+and 3 dims.
 
 The hyperparameters are stored as given (AvgPool1d normalizes them to 1-tuples), as in
 PyTorch, so printed layers and attribute reads look the same.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from .. import functional as F
 from .module import Module
-from .utils import _single
+from .utils import _pair, _single, _triple
 
 
 class _MaxPoolNd(Module):
@@ -234,3 +235,113 @@ class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
 
     def forward(self, input):
         return F.adaptive_avg_pool3d(input, self.output_size)
+
+
+class _LPPoolNd(Module):
+    def __init__(self, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False):
+        super().__init__()
+        self.norm_type = norm_type
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.ceil_mode = ceil_mode
+
+    def extra_repr(self) -> str:
+        return (
+            f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, ceil_mode={self.ceil_mode}"
+        )
+
+    def _pool(self, pool, input):
+        return pool(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool1d(_LPPoolNd):
+    """Power-average pooling: each window's (sum of x ** p) ** (1 / p) over a (N, C, L) or
+    (C, L) input; p = 1 is sum pooling, large p approaches max pooling.
+
+    >>> flow.nn.LPPool1d(2, 3, stride=2)(flow.randn(20, 16, 50)).shape
+    tideflow.Size([20, 16, 24])
+    """
+
+    def forward(self, input):
+        return self._pool(F.lp_pool1d, input)
+
+
+class LPPool2d(_LPPoolNd):
+    """Power-average pooling of a (N, C, H, W) or (C, H, W) input (see `LPPool1d`).
+
+    >>> flow.nn.LPPool2d(2, (3, 2), stride=(2, 1))(flow.randn(20, 16, 50, 32)).shape
+    tideflow.Size([20, 16, 24, 31])
+    """
+
+    def forward(self, input):
+        return self._pool(F.lp_pool2d, input)
+
+
+class LPPool3d(_LPPoolNd):
+    """Power-average pooling of a (N, C, D, H, W) or (C, D, H, W) input (see `LPPool1d`).
+
+    >>> flow.nn.LPPool3d(2, 2)(flow.randn(2, 3, 4, 4, 4)).shape
+    tideflow.Size([2, 3, 2, 2, 2])
+    """
+
+    def forward(self, input):
+        return self._pool(F.lp_pool3d, input)
+
+
+class _MaxUnpoolNd(Module):
+    def __init__(self, kernel_size, stride=None, padding=0) -> None:
+        super().__init__()
+        self.kernel_size = self._as_tuple(kernel_size)
+        self.stride = self._as_tuple(stride if stride is not None else kernel_size)
+        self.padding = self._as_tuple(padding)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+    def _unpool(self, unpool, input, indices, output_size):
+        return unpool(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    """The partial inverse of `MaxPool1d`: zeros except each value at its argmax position
+    (`indices` from `MaxPool1d(..., return_indices=True)`); `output_size` picks among the
+    sizes the pooling could have come from.
+
+    >>> y, i = flow.nn.MaxPool1d(2, return_indices=True)(flow.randn(1, 1, 8))
+    >>> flow.nn.MaxUnpool1d(2)(y, i).shape
+    tideflow.Size([1, 1, 8])
+    """
+
+    _as_tuple = staticmethod(_single)
+
+    def forward(self, input, indices, output_size=None):
+        return self._unpool(F.max_unpool1d, input, indices, output_size)
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """The partial inverse of `MaxPool2d` (see `MaxUnpool1d`).
+
+    >>> y, i = flow.nn.MaxPool2d(2, return_indices=True)(flow.randn(1, 1, 4, 4))
+    >>> flow.nn.MaxUnpool2d(2)(y, i).shape
+    tideflow.Size([1, 1, 4, 4])
+    """
+
+    _as_tuple = staticmethod(_pair)
+
+    def forward(self, input, indices, output_size=None):
+        return self._unpool(F.max_unpool2d, input, indices, output_size)
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    """The partial inverse of `MaxPool3d` (see `MaxUnpool1d`).
+
+    >>> y, i = flow.nn.MaxPool3d(2, return_indices=True)(flow.randn(1, 1, 4, 4, 4))
+    >>> flow.nn.MaxUnpool3d(2)(y, i).shape
+    tideflow.Size([1, 1, 4, 4, 4])
+    """
+
+    _as_tuple = staticmethod(_triple)
+
+    def forward(self, input, indices, output_size=None):
+        return self._unpool(F.max_unpool3d, input, indices, output_size)

@@ -7,6 +7,7 @@ too, for the gradient `gy * mask / (1 - p)`.
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -17,9 +18,18 @@ from ...framework.errors import DTypeError, ShapeError
 from ...framework.node import is_float
 from ...framework.random import default_generator
 from .._rules import B, Meta, Signature, defop, dispatch
+from ..creation import on_placement_of
+from ..random import rand
 from .softmax import reject_unless
 
-__all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d"]
+__all__ = [
+    "alpha_dropout",
+    "dropout",
+    "dropout1d",
+    "dropout2d",
+    "dropout3d",
+    "feature_alpha_dropout",
+]
 
 
 def _scale(p: float) -> float:
@@ -161,3 +171,54 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
         )
     noise = _channel_noise(tuple(input.shape), batched=input.ndim == 5)
     return _maybe_dropout(input, p, training, inplace, noise)
+
+
+# -- alpha dropout: keeps SELU's self-normalizing mean and variance -------------------------
+# NOTE: -SELU(-inf) = scale * alpha, the value a dropped unit takes (negated)
+_SELU_SATURATION = 1.7580993408473766
+
+
+def _alpha_dropout(input, p: float, training: bool, inplace: bool, feature: bool, op: str):
+    """Dropped units take SELU's saturation value -scale * alpha, then an affine map
+    a * x + b restores zero mean and unit variance (PyTorch's `_dropout_impl`)."""
+    _check_p(p)
+    if not input.dtype.is_floating_point:
+        raise DTypeError(f"{op}: expected a floating point input, got {input.dtype.name}")
+    if feature and input.ndim < 2:
+        raise ShapeError(
+            f"{op}: feature dropout needs at least 2 dims (N, C, ...), got shape "
+            f"{list(input.shape)}"
+        )
+    if not training or p == 0 or input.numel() == 0:
+        return input
+    if p == 1:
+        out = input * 0
+    else:
+        shape = tuple(input.shape)
+        noise = _channel_noise(shape, batched=True) if feature else shape
+        keep = (rand(noise, dtype=input.dtype, **on_placement_of(input)) >= p).to(input.dtype)
+        a = 1.0 / math.sqrt((_SELU_SATURATION**2 * p + 1) * (1 - p))
+        out = input * keep * a + (keep - (1 - p)) * (_SELU_SATURATION * a)
+    if inplace:
+        return input.copy_(out)
+    return out
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Dropout for SELU networks: in training, each element becomes SELU's saturation value
+    with probability `p`, then all are mapped affinely so the mean and variance stay those of
+    the input (0 and 1 after SELU); the identity when not `training` (the default).
+
+    >>> F.alpha_dropout(flow.randn(8), p=0.2, training=True).shape
+    tideflow.Size([8])
+    """
+    return _alpha_dropout(input, p, training, inplace, feature=False, op="alpha_dropout")
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """`alpha_dropout` of whole channels (dim 1 of an (N, C, ...) input).
+
+    >>> F.feature_alpha_dropout(flow.randn(2, 4, 3), p=0.2, training=True).shape
+    tideflow.Size([2, 4, 3])
+    """
+    return _alpha_dropout(input, p, training, inplace, feature=True, op="feature_alpha_dropout")

@@ -17,6 +17,7 @@ import numpy as np
 
 from ...framework import dtype as dtypes
 from ...framework.errors import DTypeError, ShapeError
+from .. import indexing, unary
 from .._rules import B, Meta, P, S, Signature, defop, dispatch, tensor_arg
 from .conv import ntuple
 from .sampling import adaptive_avg_taps, compute_array, compute_dtype, make_taps, resample
@@ -34,6 +35,12 @@ __all__ = [
     "adaptive_avg_pool1d",
     "adaptive_avg_pool2d",
     "adaptive_avg_pool3d",
+    "lp_pool1d",
+    "lp_pool2d",
+    "lp_pool3d",
+    "max_unpool1d",
+    "max_unpool2d",
+    "max_unpool3d",
 ]
 
 
@@ -471,3 +478,114 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
 def adaptive_max_pool3d(input, output_size, return_indices=False):
     """Max pooling of a (N, C, D, H, W) or (C, D, H, W) input to `output_size`."""
     return _adaptive_max_pool_nd(3, input, output_size, return_indices)
+
+
+# -- power-average (LP) pooling: composites of average pooling -------------------------------
+def _lp_pool_nd(nd: int, input, norm_type, kernel_size, stride, ceil_mode):
+    """PyTorch's definition: (sum over the window of x ** p) ** (1 / p), the sum taken as the
+    window's average times the kernel's size (so a window cut by `ceil_mode` still counts
+    the full kernel)."""
+    op = f"lp_pool{nd}d"
+    _check_rank(op, input, nd)
+    _require_float(op, input)
+    kernel = ntuple(kernel_size, nd, op, "kernel_size")
+    p = float(norm_type)
+    if p == 0:
+        raise ValueError(f"{op}: norm_type must not be 0")
+    mean = _avg_pool_nd(nd, input**p, kernel, stride, 0, ceil_mode, True, None)
+    # NOTE: sign(m) * relu(|m|) is m, with PyTorch's gradient 0 where a window sums to 0
+    total = unary.sign(mean) * unary.relu(unary.abs(mean)) * math.prod(kernel)
+    return total ** (1.0 / p)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """Power-average pooling of a (N, C, L) or (C, L) input: each window's
+    (sum of x ** norm_type) ** (1 / norm_type); p = 1 is sum pooling, p -> inf max pooling.
+    `F.lp_pool1d(x, 2, 3)`"""
+    return _lp_pool_nd(1, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """Power-average pooling of a (N, C, H, W) or (C, H, W) input (see `lp_pool1d`).
+    `F.lp_pool2d(x, 2, (2, 3))`"""
+    return _lp_pool_nd(2, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """Power-average pooling of a (N, C, D, H, W) or (C, D, H, W) input (see `lp_pool1d`).
+    `F.lp_pool3d(x, 2, 2)`"""
+    return _lp_pool_nd(3, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+# -- max unpooling: the values back at their argmax positions --------------------------------
+def _unpool_size(op: str, input, kernel, stride, padding, output_size) -> tuple:
+    """The default output size inverts the pooling's formula; an explicit one (optionally
+    with the leading N, C) may differ from it by less than a stride (ceil_mode's extra row)."""
+    nd = len(kernel)
+    spatial = tuple(input.shape[-nd:])
+    geometry = zip(spatial, kernel, stride, padding, strict=True)
+    default = tuple((n - 1) * s + k - 2 * p for n, k, s, p in geometry)
+    if output_size is None:
+        size = default
+    else:
+        size = tuple(int(s) for s in output_size)
+        if len(size) == nd + 2 or (len(size) == nd + 1 and input.ndim == nd + 1):
+            size = size[-nd:]
+        if len(size) != nd:
+            raise ShapeError(
+                f"{op}: output_size must have {nd} or {nd + 2} elements, got {list(size)}"
+            )
+        for d, (o, want, s) in enumerate(zip(size, default, stride, strict=True)):
+            if not want - s < o < want + s:
+                raise ShapeError(
+                    f"{op}: invalid output_size {list(size)}: dim {d} must be between "
+                    f"{want - s} and {want + s} (exclusive) for the input of shape "
+                    f"{list(input.shape)}"
+                )
+    if any(s <= 0 for s in size):
+        raise ShapeError(
+            f"{op}: the output size {list(size)} of the input of shape {list(input.shape)} "
+            "must be positive"
+        )
+    return size
+
+
+def _max_unpool_nd(nd: int, input, indices, kernel_size, stride, padding, output_size):
+    op = f"max_unpool{nd}d"
+    _check_rank(op, input, nd)
+    tensor_arg(op, "indices", 2, indices)
+    if tuple(indices.shape) != tuple(input.shape):
+        raise ShapeError(
+            f"{op}: indices of shape {list(indices.shape)} must have the shape of the input "
+            f"{list(input.shape)}"
+        )
+    kernel = ntuple(kernel_size, nd, op, "kernel_size")
+    stride = kernel if stride is None else ntuple(stride, nd, op, "stride")
+    padding = ntuple(padding, nd, op, "padding")
+    size = _unpool_size(op, input, kernel, stride, padding, output_size)
+    lead = tuple(input.shape[: input.ndim - nd])
+    rows, per_row = math.prod(lead), math.prod(input.shape[input.ndim - nd :])
+    # NOTE: a write, not an add: overlapping windows' duplicate argmaxes hold one value
+    planes = input.new_zeros((rows, math.prod(size)))
+    out = indexing.scatter(planes, 1, indices.reshape(rows, per_row), input.reshape(rows, per_row))
+    return out.reshape(*lead, *size)
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of `max_pool1d`: a zero (N, C, L_out) tensor with each value of
+    `input` (N, C, L_in) at its position in `indices` (from `return_indices=True`).
+    `F.max_unpool1d(*F.max_pool1d(x, 2, return_indices=True), 2)`"""
+    return _max_unpool_nd(1, input, indices, kernel_size, stride, padding, output_size)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of `max_pool2d`: zeros except each value at its argmax position
+    (`indices`: flat positions in each output plane).
+    `F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2)`"""
+    return _max_unpool_nd(2, input, indices, kernel_size, stride, padding, output_size)
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of `max_pool3d` (see `max_unpool2d`).
+    `F.max_unpool3d(*F.max_pool3d(x, 2, return_indices=True), 2)`"""
+    return _max_unpool_nd(3, input, indices, kernel_size, stride, padding, output_size)
