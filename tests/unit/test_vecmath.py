@@ -14,7 +14,7 @@ from tideflow.backends import _vecmath_fit, jit, vecmath
 numba = pytest.importorskip("numba")
 vecmath.register()
 
-NAMES = ("exp32", "log32", "tanh32", "erf32", "expm1_32", "log1p32", "sigmoid32")
+NAMES = ("exp32", "log32", "tanh32", "erf32", "erfc32", "expm1_32", "log1p32", "sigmoid32")
 
 # The asserted error bounds: the distance in float32 steps (ulps) from the float64 result
 # rounded to float32, so 0 means correctly rounded. Measured maxima equal these bounds: the
@@ -25,6 +25,7 @@ MAX_ULP = {
     "log32": 1,
     "tanh32": 1,
     "erf32": 2,  # 1 - exp(P) just above 0.875, where erfc/erf is largest
+    "erfc32": 4,  # exp(-x^2) as two exps, times erfcx: about 1 ulp each
     "expm1_32": 1,
     "log1p32": 1,
     "sigmoid32": 2,  # exp's error plus a division's rounding
@@ -63,6 +64,11 @@ def _erf64(v):
 
 
 @numba.njit
+def _erfc64(v):
+    return math.erfc(v)
+
+
+@numba.njit
 def _expm1_64(v):
     return math.expm1(v)
 
@@ -72,6 +78,7 @@ REFERENCES = {
     "log32": _log64,
     "tanh32": _tanh64,
     "erf32": _erf64,
+    "erfc32": _erfc64,
     "expm1_32": _expm1_64,
     "log1p32": _log1p64,
     "sigmoid32": _sigmoid64,
@@ -129,6 +136,8 @@ SPECIALS = np.array(
         # where tanh and erf switch forms or round to 1; expm1 and log1p near -1 and 0
         *(0.55, 0.875, 3.9, 3.925, 9.01, 17.4, -17.4, -0.99999994, -0.9999999),
         *(1e-8, -1e-8, 2.9e-8),
+        # where erfc switches forms, becomes denormal and rounds to 0
+        *(0.49999997, -0.5, 1.9999999, 2.0, 9.19, 10.054194, 10.054195, 10.06, -10.06),
     ],
     np.float32,
 )
@@ -208,7 +217,7 @@ def test_special_values_match_numpy(name, loops):
 def test_special_values_by_definition(loops):
     x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -1.0, -1e-45, 1e-45, 1e-38], np.float32)
     out = {}
-    for name in ("exp32", "log32", "tanh32", "erf32", "sigmoid32"):
+    for name in ("exp32", "log32", "tanh32", "erf32", "erfc32", "sigmoid32"):
         out[name] = np.empty_like(x)
         loops[name][0](x, out[name])
     nan, inf = np.nan, np.inf
@@ -218,6 +227,7 @@ def test_special_values_by_definition(loops):
     assert out["log32"][7] == np.float32(-149 * math.log(2))
     np.testing.assert_array_equal(out["tanh32"][:5], [nan, 1, -1, 0, 0])
     np.testing.assert_array_equal(out["erf32"][:5], [nan, 1, -1, 0, 0])
+    np.testing.assert_array_equal(out["erfc32"][:5], [nan, 0, 2, 1, 1])
     np.testing.assert_array_equal(out["sigmoid32"][:5], [nan, 1, 0, 0.5, 0.5])
     for name in ("tanh32", "erf32"):
         assert np.signbit(out[name][4]) and not np.signbit(out[name][3])

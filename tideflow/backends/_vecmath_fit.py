@@ -101,12 +101,44 @@ def fit_erf_tail(degree: int = 6):
     return minimax(basis, np.log(ec), ec / _erf(x))
 
 
+ERFC_SMALL = 0.5  # below it erfc = 1 - erf(x) (erf < 0.53: the subtraction loses < 1 bit)
+ERFC_TAIL = 2.0  # erfcx's polynomial in x below, in 1/x above
+ERFC_ZERO = 10.054195  # the least float32 whose erfc rounds to 0 in float32
+ERFCX_MID = (ERFC_SMALL + ERFC_TAIL) / 2
+
+
+def fit_erfcx_mid(degree: int = 9):
+    """erfcx(x) = exp(x^2) erfc(x) = Q(x - ERFCX_MID) on [ERFC_SMALL, ERFC_TAIL]; error
+    relative to erfcx(x). (erfc itself is exp(-x^2) erfcx(x): erfcx is smooth and bounded
+    where erfc spans 38 decades.)"""
+    from scipy.special import erfcx
+
+    x = _grid(ERFC_SMALL, ERFC_TAIL)
+    basis = np.stack([(x - ERFCX_MID) ** j for j in range(degree + 1)], axis=1)
+    target = erfcx(x)
+    return minimax(basis, target, 1 / target)
+
+
+def fit_erfcx_tail(degree: int = 7):
+    """erfcx(x) = t * Q(t^2), t = 1/x, on [ERFC_TAIL, ERFC_ZERO] (erfcx's asymptotic form,
+    t / sqrt(pi) * (1 - t^2/2 + ...)); error relative to erfcx(x)."""
+    from scipy.special import erfcx
+
+    x = _grid(ERFC_TAIL, ERFC_ZERO)
+    t = 1 / x
+    basis = np.stack([t * (t * t) ** j for j in range(degree + 1)], axis=1)
+    target = erfcx(x)
+    return minimax(basis, target, 1 / target)
+
+
 FITS = {
     "EXP_Q": fit_exp,
     "LOG_Q": fit_log,
     "TANH_Q": fit_tanh,
     "ERF_SMALL_Q": fit_erf_small,
     "ERF_TAIL_P": fit_erf_tail,
+    "ERFCX_MID_Q": fit_erfcx_mid,
+    "ERFCX_TAIL_Q": fit_erfcx_tail,
 }
 
 

@@ -1,5 +1,5 @@
-"""float32 math functions that numba vectorizes: exp32, log32, tanh32, erf32, expm1_32,
-log1p32, sigmoid32.
+"""float32 math functions that numba vectorizes: exp32, log32, tanh32, erf32, erfc32,
+expm1_32, log1p32, sigmoid32.
 
 numba compiles `math.exp`, `math.tanh`, `math.erf` to calls into libm, one element at a
 time, so a fused loop calling them runs slower than NumPy's ufuncs. These functions use no
@@ -87,10 +87,34 @@ ERF_TAIL_P = (
     -0.000197945861145854,
     0.00020099633547943085,
 )
+ERFCX_MID_Q = (
+    0.36782291531562805,
+    -0.2088218629360199,
+    0.10679499059915543,
+    -0.050218451768159866,
+    0.02201973646879196,
+    -0.009081950411200523,
+    0.0035114968195557594,
+    -0.001318114809691906,
+    0.0005568229244090617,
+    -0.00018496206030249596,
+)
+ERFCX_TAIL_Q = (
+    0.5641894340515137,
+    -0.28206777572631836,
+    0.4215088188648224,
+    -1.0093095302581787,
+    2.865466356277466,
+    -7.213584899902344,
+    12.24167251586914,
+    -9.705549240112305,
+)
 TANH_SMALL = 0.55  # the fits' ranges (see _vecmath_fit.py)
 ERF_SMALL = 0.875
 ERF_ONE = 3.925
 ERF_MID = (ERF_SMALL + ERF_ONE) / 2
+ERFC_SMALL, ERFC_TAIL, ERFC_ZERO = 0.5, 2.0, 10.054195
+ERFCX_MID = (ERFC_SMALL + ERFC_TAIL) / 2
 
 # numba types a global np.float32 as a float32 constant (a Python float would be float64
 # and promote the whole expression), so every constant below is one.
@@ -99,7 +123,12 @@ _L0, _L1, _L2, _L3, _L4, _L5, _L6, _L7, _L8 = (F(c) for c in LOG_Q)
 _T0, _T1, _T2, _T3, _T4 = (F(c) for c in TANH_Q)
 _S0, _S1, _S2, _S3, _S4, _S5, _S6 = (F(c) for c in ERF_SMALL_Q)
 _P0, _P1, _P2, _P3, _P4, _P5, _P6 = (F(c) for c in ERF_TAIL_P)
+_M0, _M1, _M2, _M3, _M4, _M5, _M6, _M7, _M8, _M9 = (F(c) for c in ERFCX_MID_Q)
+_R0, _R1, _R2, _R3, _R4, _R5, _R6, _R7 = (F(c) for c in ERFCX_TAIL_Q)
 _TANH_SMALL, _ERF_SMALL, _ERF_ONE, _ERF_MID = F(TANH_SMALL), F(ERF_SMALL), F(ERF_ONE), F(ERF_MID)
+_ERFC_SMALL, _ERFC_TAIL, _ERFC_ZERO = F(ERFC_SMALL), F(ERFC_TAIL), F(ERFC_ZERO)
+_ERFCX_MID = F(ERFCX_MID)
+_SQUARE_SPLIT, _SQUARE_SPLIT_INV = F(256.0), F(1 / 256)
 
 _ZERO, _ONE, _TWO = F(0.0), F(1.0), F(2.0)
 _INF, _NAN = F(np.inf), F(np.nan)
@@ -193,18 +222,54 @@ def tanh32(x):
     return y if x != _ZERO and x == x else x
 
 
+def _erf_small(x):
+    """erf(x) for |x| < ERF_SMALL: x + x Q(x^2)."""
+    u = x * x
+    return x + x * (_S0 + u * (_S1 + u * (_S2 + u * (_S3 + u * (_S4 + u * (_S5 + u * _S6))))))
+
+
 def erf32(x):
     """erf(x) in float32: x + x Q(x^2) for |x| < 0.875, 1 - exp(P(|x| - mid)) above, with P
     fitted to log(erfc) (erfc decays like exp(-x^2), its log is smooth)."""
     x = F(x)
     a = abs(x)
-    u = x * x
-    small = x + x * (_S0 + u * (_S1 + u * (_S2 + u * (_S3 + u * (_S4 + u * (_S5 + u * _S6))))))
+    small = _erf_small(x)
     t = (a if a < _ERF_ONE else _ERF_ONE) - _ERF_MID
     p = _P0 + t * (_P1 + t * (_P2 + t * (_P3 + t * (_P4 + t * (_P5 + t * _P6)))))
     big = _ONE - _exp_core(p)
     big = big if x > _ZERO else -big
     y = small if a < _ERF_SMALL else big
+    return y if x == x else x
+
+
+def _exp_neg_square(a):
+    """exp(-a^2) for a in [0, ERFC_ZERO], without the error of rounding a^2 (which is 2^-24
+    a^2 absolute: 50 ulps of the result at a = 10): a = h + l with h a multiple of 1/256, so
+    h^2 (12 significant bits squared) and l = a - h are exact, and -a^2 = -h^2 - l (a + h)."""
+    h = np.rint(a * _SQUARE_SPLIT) * _SQUARE_SPLIT_INV
+    return _exp_core(-(h * h)) * _exp_core(-((a - h) * (a + h)))
+
+
+def erfc32(x):
+    """erfc(x) = 1 - erf(x) in float32, accurate where it is tiny: 1 - erf(x) for |x| < 0.5;
+    above, exp(-x^2) erfcx(x) with erfcx (smooth, between 0.05 and 0.62 there) a polynomial
+    in x up to 2 and t Q(t^2), t = 1/x, beyond; for x <= -0.5, 2 - erfc(-x). Underflows
+    gradually, to 0 from x = 10.054195 on, as float64's erfc rounded does."""
+    x = F(x)
+    a = abs(x)
+    ac = a if a < _ERFC_ZERO else _ERFC_ZERO  # NaN goes to _ERFC_ZERO, the last select returns it
+    ac = ac if ac > _ERFC_SMALL else _ERFC_SMALL
+    m = ac - _ERFCX_MID
+    mid = _M5 + m * (_M6 + m * (_M7 + m * (_M8 + m * _M9)))
+    mid = _M0 + m * (_M1 + m * (_M2 + m * (_M3 + m * (_M4 + m * mid))))
+    t = np.divide(_ONE, ac)  # (not `/`: see tanh32)
+    v = t * t
+    tail = _R4 + v * (_R5 + v * (_R6 + v * _R7))
+    tail = t * (_R0 + v * (_R1 + v * (_R2 + v * (_R3 + v * tail))))
+    big = _exp_neg_square(ac) * (mid if ac < _ERFC_TAIL else tail)
+    big = big if a < _ERFC_ZERO else _ZERO
+    big = big if x > _ZERO else _TWO - big
+    y = _ONE - _erf_small(x) if a < _ERFC_SMALL else big
     return y if x == x else x
 
 
@@ -252,7 +317,7 @@ def sigmoid32(x):
     return y if x == x else x
 
 
-FUNCTIONS = (exp32, log32, tanh32, erf32, expm1_32, log1p32, sigmoid32)
+FUNCTIONS = (exp32, log32, tanh32, erf32, erfc32, expm1_32, log1p32, sigmoid32)
 _registered = False
 
 
@@ -264,6 +329,7 @@ def register() -> None:
         return
     from numba.extending import register_jitable
 
-    for fn in (_pow2, _exp_core, _log1p_reduced, _log_core, *FUNCTIONS):
+    helpers = (_pow2, _exp_core, _log1p_reduced, _log_core, _erf_small, _exp_neg_square)
+    for fn in (*helpers, *FUNCTIONS):
         register_jitable(inline="always")(fn)
     _registered = True

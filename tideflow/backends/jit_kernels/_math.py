@@ -2,10 +2,9 @@
 the argument's dtype: float32 stays float32).
 
 NOTE: these are libm calls, one element at a time, where NumPy's exp/log/tanh loops use SIMD.
-So loops made mostly of them run only below `SCALAR_MATH_LIMIT` elements (the crossover
-`benchmarks/jit_kernels.py` measures for softmax), and GELU's forward, whose erfc/tanh stay
-such calls, is not registered. float32 loops call `backends/vecmath.py`'s vectorizable
-functions instead (softmax and the backward kernels do).
+So float64 loops made mostly of them run only below `SCALAR_MATH_LIMIT` elements (the
+crossover `benchmarks/jit_kernels.py` measures for softmax), and GELU's float64 forward stays
+with NumPy. float32 loops call `backends/vecmath.py`'s vectorizable functions instead.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
-"""GELU forward in one loop (the erf form and the tanh form), in the input's dtype; GELU's
-backward (`gy * gelu'(x)`) likewise, float32 through vecmath's exp32/erf32/tanh32 (which
-vectorize), float64 through libm."""
+"""GELU forward and backward (`gy * gelu'(x)`) in one loop each, the erf form and the tanh
+form: float32 through vecmath's exp32/erfc32/tanh32 (which vectorize). float64 stays with
+the NumPy kernels in the forward (a loop of libm calls, one element at a time, is slower than
+NumPy's ufuncs) and in the backward's tanh form; its erf form runs a loop (scipy's erfc is
+scalar too)."""
 
 from __future__ import annotations
 
@@ -14,37 +16,39 @@ from ._math import VECTORIZED, erfc, exp, tanh
 
 
 @jit.jit(error_model="numpy")
-def _gelu_erf(x, y, c):
+def _gelu_erf32(x, y, c):
     neg_sqrt1_2, half = c[0], c[1]
     for i in range(x.size):
         xi = x[i]
         # NOTE: x * Phi(x) with Phi from erfc, as the NumPy kernel: 1 + erf(x) would cancel
         # to 0 for very negative x.
-        y[i] = erfc(xi * neg_sqrt1_2) * xi * half
+        y[i] = vecmath.erfc32(xi * neg_sqrt1_2) * xi * half
 
 
 @jit.jit(error_model="numpy")
-def _gelu_tanh(x, y, c):
+def _gelu_tanh32(x, y, c):
     sqrt_2_over_pi, k, half, one = c[0], c[1], c[2], c[3]
     for i in range(x.size):
         xi = x[i]
         inner = sqrt_2_over_pi * (xi + k * xi * xi * xi)
-        y[i] = half * xi * (one + tanh(inner))
+        y[i] = half * xi * (one + vecmath.tanh32(inner))
 
 
 def gelu(numpy_kernel):
-    """The `gelu` kernel: `numpy_kernel` for other dtypes (it checks and widens them)."""
+    """The `gelu` kernel: `numpy_kernel` for dtypes other than float32 (it checks and widens
+    them)."""
 
     def kernel(x, *, approximate):
-        dt = x.dtype
-        if dt not in FLOATS:
+        if x.dtype != np.float32:
             return numpy_kernel(x, approximate=approximate)
-        y = np.empty(x.shape, dt)
+        vecmath.register()  # before the first compilation; idempotent
+        y = np.empty(x.shape, np.float32)
         flat = np.ascontiguousarray(x).ravel()
         if approximate == "tanh":
-            _gelu_tanh(flat, y.ravel(), consts(dt, math.sqrt(2 / math.pi), 0.044715, 0.5, 1))
+            c = consts(x.dtype, math.sqrt(2 / math.pi), 0.044715, 0.5, 1)
+            _gelu_tanh32(flat, y.ravel(), c)
         else:
-            _gelu_erf(flat, y.ravel(), consts(dt, -math.sqrt(0.5), 0.5))
+            _gelu_erf32(flat, y.ravel(), consts(x.dtype, -math.sqrt(0.5), 0.5))
         return y
 
     return kernel
@@ -52,12 +56,10 @@ def gelu(numpy_kernel):
 
 @jit.jit(error_model="numpy")
 def _gelu_backward_erf32(gy, x, gx, c):
-    sqrt1_2, half, inv_sqrt_2pi, neg_half = c[0], c[1], c[2], c[3]
+    neg_sqrt1_2, half, inv_sqrt_2pi, neg_half = c[0], c[1], c[2], c[3]
     for i in range(x.size):
         xi = x[i]
-        # NOTE: Phi = (1 + erf) / 2 cancels for very negative x, to within float32's eps
-        # absolutely: the derivative is ~0 there anyway (vecmath has no erfc32).
-        cdf = half + half * vecmath.erf32(xi * sqrt1_2)
+        cdf = vecmath.erfc32(xi * neg_sqrt1_2) * half
         pdf = vecmath.exp32(xi * xi * neg_half) * inv_sqrt_2pi
         gx[i] = gy[i] * (cdf + xi * pdf)
 
@@ -115,21 +117,12 @@ def gelu_backward(numpy_kernel):
         if approximate == "tanh":
             c = consts(dt, math.sqrt(2 / math.pi), 0.044715, 3 * 0.044715, 0.5, 1)
             (_gelu_backward_tanh32 if f32 else _gelu_backward_tanh64)(*args, c)
-        elif f32:
-            c = consts(dt, math.sqrt(0.5), 0.5, 1 / math.sqrt(2 * math.pi), -0.5)
-            _gelu_backward_erf32(*args, c)
         else:
             c = consts(dt, -math.sqrt(0.5), 0.5, 1 / math.sqrt(2 * math.pi), -0.5)
-            _gelu_backward_erf64(*args, c)
+            (_gelu_backward_erf32 if f32 else _gelu_backward_erf64)(*args, c)
         return gx
 
     return kernel
 
 
-# NOTE: the forward's loop with scalar libm calls is slower than NumPy (see ._math); the
-# backward's, with vecmath's float32 functions, is not.
-KERNELS = (
-    {"gelu": gelu, "gelu_backward": gelu_backward}
-    if VECTORIZED
-    else {"gelu_backward": gelu_backward}
-)
+KERNELS = {"gelu": gelu, "gelu_backward": gelu_backward}
