@@ -115,6 +115,33 @@ def test_bad_arguments_name_the_op(call, message):
         call(flow.tensor([1.5]))
 
 
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: flow.special.ndtr(None),
+            r"ndtr\(\): argument 'input' \(position 1\) must be Tensor, not NoneType",
+        ),
+        (lambda: flow.lgamma(2.5), r"lgamma\(\): argument 'input' .* not float"),
+        (
+            lambda: flow.polygamma(1, [1.0]),
+            r"polygamma\(\): argument 'input' \(position 2\) .* not list",
+        ),
+    ],
+)
+def test_non_tensor_inputs_are_refused_like_pytorch(call, message):
+    with pytest.raises(flow.ArgumentError, match=message):
+        call()
+
+
+def test_mvlgamma_refuses_inputs_outside_its_domain():
+    x = flow.tensor([2.0, 0.9])
+    message = r"mvlgamma: all elements must be greater than \(p - 1\) / 2 = 1\.0 \(p = 3\), got 0.9"
+    with pytest.raises(flow.TideflowError, match=message):
+        flow.mvlgamma(x, p=3)
+    assert flow.mvlgamma(flow.tensor([float("nan")]), p=3).isnan().all()
+
+
 def test_shapes_that_do_not_broadcast_name_the_op():
     with pytest.raises(flow.ShapeError, match=r"zeta: shapes \[2\] and \[3\]"):
         flow.special.zeta(flow.ones(2) * 2, flow.ones(3))
@@ -165,7 +192,7 @@ def test_integer_inputs_compute_in_the_default_float_dtype():
 
 
 def test_tensor_methods_and_in_place_forms():
-    x = flow.tensor([0.5, 1.5, 2.5], dtype=flow.float64)
+    x = flow.tensor([1.5, 2.5, 3.5], dtype=flow.float64)
     assert flow.equal(x.lgamma(), flow.lgamma(x))
     assert flow.equal(x.polygamma(2), flow.polygamma(2, x))
     assert flow.equal(x.mvlgamma(2), flow.mvlgamma(x, p=2))
@@ -180,3 +207,16 @@ def test_logit_eps_clamps_and_stops_the_gradient_outside():
     assert flow.equal(y[:2], flow.logit(flow.tensor([0.1, 0.1], dtype=flow.float64)))
     (g,) = flow.autograd.grad(y.sum(), [x])
     assert g.tolist() == [0.0, 0.0, 4.0, 0.0]
+
+
+def test_logit_eps_as_pytorch_compares_it():
+    x = flow.tensor([-0.5, 0.05, 0.5, 1.2], dtype=flow.float64, requires_grad=True)
+    plain = flow.logit(x)
+    # a negative eps is no eps: nan outside [0, 1], in the value and in the slope
+    negative = flow.logit(x, eps=-0.1)
+    assert flow.equal(negative.isnan(), plain.isnan())
+    (g,) = flow.autograd.grad(negative.sum(), [x])
+    assert g.isnan().tolist() == [True, False, False, True]
+    # a nan eps fails every comparison: nothing is clamped and every slope is 1 / (x (1 - x))
+    (g,) = flow.autograd.grad(flow.logit(x, eps=float("nan")).sum(), [x])
+    assert flow.allclose(g, 1 / (x * (1 - x)).detach())

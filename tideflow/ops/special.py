@@ -18,8 +18,16 @@ import numpy as np
 import scipy.special as sc
 
 from ..framework.dispatch import inplace
-from ..framework.errors import ArgumentError, AutogradError
-from ._rules import Meta, defop, dispatch, elementwise_meta, elementwise_sbp, methods
+from ..framework.errors import ArgumentError, AutogradError, TideflowError
+from ._rules import (
+    Meta,
+    defop,
+    dispatch,
+    elementwise_meta,
+    elementwise_sbp,
+    methods,
+    tensor_arg,
+)
 from .binary import logical_and, logical_or, where
 from .unary import check_dtype, cos, dtype_checked, exp, log, sign, unary_meta
 
@@ -113,6 +121,12 @@ def _no_derivative(op: str, argument: str):
     )
 
 
+def _apply(op, input, attrs=_NO_ATTRS, position=1):
+    """`op` on the tensor `input` (argument `position` of the public call): PyTorch refuses
+    numbers and None here, with a TypeError naming the op and the argument."""
+    return dispatch(op, (tensor_arg(op.name, "input", position, input),), attrs)
+
+
 # -- the gamma function and its derivatives --------------------------------------------------
 def _lgamma_kernel(x):
     # NOTE: log|Gamma(-inf)| is +inf in PyTorch (and C's lgamma); SciPy returns -inf.
@@ -127,6 +141,13 @@ def _polygamma_kernel(x, *, n):
 
 
 def _mvlgamma_kernel(x, *, p):
+    # NOTE: PyTorch documents the function only above (p - 1) / 2 and once refused the rest;
+    # so does this kernel (nan passes), which also bounds its p terms by the input's size.
+    if np.any(x <= 0.5 * (p - 1)):
+        raise TideflowError(
+            f"mvlgamma: all elements must be greater than (p - 1) / 2 = {0.5 * (p - 1)} "
+            f"(p = {p}), got {float(np.nanmin(x)):.6g}"
+        )
     terms = sum(_lgamma_kernel(x - 0.5 * i) for i in range(p))
     return terms + 0.25 * p * (p - 1) * _LOG_PI
 
@@ -151,7 +172,7 @@ def lgamma(input):
 
     >>> flow.lgamma(flow.tensor([0.5, 1.0, 4.0]))  # log(sqrt(pi)), 0, log(6)
     """
-    return dispatch(_lgamma, (input,), _NO_ATTRS)
+    return _apply(_lgamma, input)
 
 
 def digamma(input):
@@ -159,7 +180,7 @@ def digamma(input):
 
     >>> flow.digamma(flow.tensor([1.0]))  # -0.5772 (minus Euler's constant)
     """
-    return dispatch(_digamma, (input,), _NO_ATTRS)
+    return _apply(_digamma, input)
 
 
 def polygamma(n, input):
@@ -169,7 +190,7 @@ def polygamma(n, input):
     """
     if type(n) is not int or n < 0:
         raise ArgumentError(f"polygamma: n must be a non-negative int, got {n!r}")
-    return dispatch(_polygamma, (input,), {"n": n})
+    return _apply(_polygamma, input, {"n": n}, position=2)
 
 
 def mvlgamma(input, p):
@@ -180,7 +201,7 @@ def mvlgamma(input, p):
     """
     if type(p) is not int or p < 1:
         raise ArgumentError(f"mvlgamma: p must be an int >= 1, got {p!r}")
-    return dispatch(_mvlgamma, (input,), {"p": p})
+    return _apply(_mvlgamma, input, {"p": p})
 
 
 # -- incomplete gamma and Hurwitz zeta --------------------------------------------------------
@@ -278,32 +299,32 @@ def i0(input):
 
     >>> flow.i0(flow.tensor([0.0, 1.0]))  # 1, 1.2661
     """
-    return dispatch(_i0, (input,), _NO_ATTRS)
+    return _apply(_i0, input)
 
 
 def i0e(input):
     """`exp(-|input|) * i0(input)`, which does not overflow for large inputs."""
-    return dispatch(_i0e, (input,), _NO_ATTRS)
+    return _apply(_i0e, input)
 
 
 def i1(input):
     """The modified Bessel function of the first kind of order 1."""
-    return dispatch(_i1, (input,), _NO_ATTRS)
+    return _apply(_i1, input)
 
 
 def i1e(input):
     """`exp(-|input|) * i1(input)`, which does not overflow for large inputs."""
-    return dispatch(_i1e, (input,), _NO_ATTRS)
+    return _apply(_i1e, input)
 
 
 def bessel_j0(input):
     """The Bessel function of the first kind of order 0 (not differentiable, as in PyTorch)."""
-    return dispatch(_bessel_j0, (input,), _NO_ATTRS)
+    return _apply(_bessel_j0, input)
 
 
 def bessel_j1(input):
     """The Bessel function of the first kind of order 1 (not differentiable, as in PyTorch)."""
-    return dispatch(_bessel_j1, (input,), _NO_ATTRS)
+    return _apply(_bessel_j1, input)
 
 
 # -- the normal distribution and erfcx ---------------------------------------------------------
@@ -335,28 +356,28 @@ _erfcx = _unary(
 
 def ndtr(input):
     """The standard normal distribution function `P(Z <= input)`."""
-    return dispatch(_ndtr, (input,), _NO_ATTRS)
+    return _apply(_ndtr, input)
 
 
 def ndtri(input):
     """The inverse of `ndtr` on (0, 1); 0 and 1 give -inf and inf."""
-    return dispatch(_ndtri, (input,), _NO_ATTRS)
+    return _apply(_ndtri, input)
 
 
 def log_ndtr(input):
     """`log(ndtr(input))`, accurate far into the lower tail."""
-    return dispatch(_log_ndtr, (input,), _NO_ATTRS)
+    return _apply(_log_ndtr, input)
 
 
 def erfcx(input):
     """The scaled complementary error function `exp(input**2) * erfc(input)`."""
-    return dispatch(_erfcx, (input,), _NO_ATTRS)
+    return _apply(_erfcx, input)
 
 
 # -- logit, sinc, entr -------------------------------------------------------------------------
 def _logit_kernel(x, *, eps=None):
-    if eps is not None:
-        x = np.clip(x, eps, 1.0 - eps)
+    if eps is not None:  # NOTE: by comparisons, as PyTorch: a nan eps clamps nothing
+        x = np.where(x < eps, eps, np.where(x > 1 - eps, 1 - eps, x))
     return np.log(x / (1 - x))
 
 
@@ -385,24 +406,25 @@ _entr = _unary("entr", _entr_kernel, lambda ctx, gy: (gy * -(log(ctx.input) + 1)
 
 
 def logit(input, eps=None):
-    """`log(p / (1 - p))`, the inverse of sigmoid; with `eps`, `input` is first clamped to
-    `[eps, 1 - eps]` (and the gradient is 0 outside it).
+    """`log(p / (1 - p))`, the inverse of sigmoid; with `eps >= 0`, `input` is first clamped
+    to `[eps, 1 - eps]` (and the gradient is 0 outside it).
 
     >>> flow.logit(flow.tensor([0.25, 0.5]))  # -log(3), 0
     """
     if eps is not None and not isinstance(eps, int | float):
         raise ArgumentError(f"logit: eps must be a number or None, got {type(eps).__name__}")
-    return dispatch(_logit, (input,), {"eps": None if eps is None else float(eps)})
+    # NOTE: PyTorch takes a negative eps as none at all
+    return _apply(_logit, input, {"eps": None if eps is None or eps < 0 else float(eps)})
 
 
 def sinc(input):
     """The normalized sinc function `sin(pi x) / (pi x)`, 1 at 0."""
-    return dispatch(_sinc, (input,), _NO_ATTRS)
+    return _apply(_sinc, input)
 
 
 def entr(input):
     """The elementwise entropy term `-input * log(input)`: 0 at 0, -inf for negative inputs."""
-    return dispatch(_entr, (input,), _NO_ATTRS)
+    return _apply(_entr, input)
 
 
 # NOTE: the Tensor methods PyTorch has for these, with their in-place forms.
