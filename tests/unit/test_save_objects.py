@@ -178,7 +178,8 @@ def test_plain_objects_beside_state_dicts():
     assert type(loaded["args"]) is argparse.Namespace and vars(loaded["args"]) == vars(args)
 
 
-def test_loading_objects_is_refused_by_default():
+@pytest.mark.parametrize("options", [{}, {"weights_only": True}, {"weights_only": None}])
+def test_loading_objects_is_refused_unless_weights_only_is_false(options):
     buffer = io.BytesIO()
     save({"model": nn.Linear(2, 2)}, buffer)
     buffer.seek(0)
@@ -187,7 +188,7 @@ def test_loading_objects_is_refused_by_default():
         match=r"holds a whole 'tideflow\.nn\.modules\.linear:Linear' object at obj\['model'\] "
         r".* Pass weights_only=False",
     ):
-        load(buffer)
+        load(buffer, **options)
 
 
 class Tripwire:
@@ -210,13 +211,20 @@ class Tripwire:
         Tripwire.calls.append("__setattr__")
         object.__setattr__(self, name, value)
 
+    def __getattribute__(self, name):
+        Tripwire.calls.append("__getattribute__")
+        return object.__getattribute__(self, name)
+
 
 def test_loading_an_object_runs_none_of_its_hooks():
-    obj = Tripwire()
+    buffer = io.BytesIO()
+    save(Tripwire(), buffer)
+    buffer.seek(0)
     Tripwire.calls.clear()
-    loaded = roundtrip(obj, weights_only=False)
-    assert type(loaded) is Tripwire and loaded.value == 1
+    loaded = load(buffer, weights_only=False)
     assert Tripwire.calls == []
+    assert type(loaded) is Tripwire
+    assert object.__getattribute__(loaded, "__dict__") == {"value": 1}
 
 
 @pytest.mark.parametrize(

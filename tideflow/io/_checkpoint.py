@@ -92,7 +92,7 @@ def save(obj, f) -> None:
     write(arrays, metadata, f, context)
 
 
-def load(f, map_location=None, *, weights_only: bool = True):
+def load(f, map_location=None, *, weights_only: bool | None = True):
     """Load an object saved by `save` from `f` (a path or a binary file object).
 
     A plain safetensors file (no tideflow metadata, e.g. written by
@@ -132,7 +132,8 @@ def load(f, map_location=None, *, weights_only: bool = True):
         return {name: relocate(make_tensor(array)) for name, array in arrays.items()}
     tensors = _tensor_objects(document["tensors"], arrays, relocate, context)
     numpy_arrays = _numpy_arrays(document.get("arrays", []), arrays, context)
-    decoder = Decoder(tensors, context, arrays=numpy_arrays, objects=not weights_only)
+    # NOTE: only an explicit False opts in; None is PyTorch's "default", which is True.
+    decoder = Decoder(tensors, context, arrays=numpy_arrays, objects=weights_only is False)
     try:
         return decoder.decode(document["root"])
     except RecursionError:

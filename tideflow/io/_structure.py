@@ -315,7 +315,8 @@ class Decoder:
         self._expect(type(payload["attrs"]) is list, path, "expected a list of attributes")
         obj = _objects.new_object(self._named(_objects.find_class, name, path))
         self.objects.append(obj)  # before its attributes: they may lead back to it
-        state = vars(obj)  # filled directly: no __setattr__ or __setstate__ runs
+        # Filled directly: no __setattr__, __setstate__ or __getattribute__ of the class runs.
+        state = object.__getattribute__(obj, "__dict__")
         for pair in payload["attrs"]:
             ok = type(pair) is list and len(pair) == 2 and type(pair[0]) is str
             self._expect(ok, path, f"expected [attribute name, value], got {pair!r:.80}")
