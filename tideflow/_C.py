@@ -9,6 +9,7 @@ view lacks raises AttributeError naming it.
 
 >>> import tideflow as flow
 >>> flow._C.matmul(flow.ones(2, 3), flow.ones(4, 3), transpose_b=True, alpha=0.5).shape
+tideflow.Size([2, 4])
 """
 
 from __future__ import annotations

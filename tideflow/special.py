@@ -3,7 +3,8 @@ elsewhere (`ops/special.py`, or the unary, binary, reduction and softmax familie
 special names for them (expit, psi, gammaln, multigammaln) are aliases, not new ops.
 
 >>> import tideflow as flow
->>> flow.special.ndtr(flow.tensor([0.0, 1.0]))  # 0.5, 0.8413
+>>> flow.special.ndtr(flow.tensor([0.0, 1.0]))
+tensor([0.5000, 0.8413])
 """
 
 from .ops.binary import xlogy

@@ -251,3 +251,12 @@ def test_fused_self_attention_splits_heads_and_multiplies():
     _check_grads(qmk @ v, tqmk @ tv, [fh], [th], rng)
     with pytest.raises(flow.ShapeError, match=r"fused_self_attention: expected hidden_states"):
         flow._C.fused_self_attention(flow.randn(5, 2, 10), head_size=4)
+
+
+def test_docstring_examples_run():
+    import tideflow.ops.nn.fused
+
+    from .test_nn_layers import run_doctests
+
+    run_doctests(tideflow.ops.nn.fused)
+    run_doctests(flow._C)

@@ -220,3 +220,12 @@ def test_logit_eps_as_pytorch_compares_it():
     # a nan eps fails every comparison: nothing is clamped and every slope is 1 / (x (1 - x))
     (g,) = flow.autograd.grad(flow.logit(x, eps=float("nan")).sum(), [x])
     assert flow.allclose(g, 1 / (x * (1 - x)).detach())
+
+
+def test_docstring_examples_run():
+    import tideflow.ops.special
+
+    from .test_nn_layers import run_doctests
+
+    run_doctests(tideflow.ops.special)
+    run_doctests(flow.special)

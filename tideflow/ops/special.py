@@ -171,6 +171,7 @@ def lgamma(input):
     """`log|Gamma(input)|`; poles (0, -1, -2, ...) give inf.
 
     >>> flow.lgamma(flow.tensor([0.5, 1.0, 4.0]))  # log(sqrt(pi)), 0, log(6)
+    tensor([0.5724, 0.0000, 1.7918])
     """
     return _apply(_lgamma, input)
 
@@ -178,7 +179,8 @@ def lgamma(input):
 def digamma(input):
     """The logarithmic derivative of the gamma function, `Gamma'(x) / Gamma(x)`.
 
-    >>> flow.digamma(flow.tensor([1.0]))  # -0.5772 (minus Euler's constant)
+    >>> flow.digamma(flow.tensor([1.0]))  # minus Euler's constant
+    tensor([-0.5772])
     """
     return _apply(_digamma, input)
 
@@ -187,6 +189,7 @@ def polygamma(n, input):
     """The `n`-th derivative of digamma (`polygamma(0, x)` is digamma).
 
     >>> flow.polygamma(1, flow.tensor([1.0]))  # pi**2 / 6
+    tensor([1.6449])
     """
     if type(n) is not int or n < 0:
         raise ArgumentError(f"polygamma: n must be a non-negative int, got {n!r}")
@@ -198,6 +201,7 @@ def mvlgamma(input, p):
     `p (p - 1) / 4 * log(pi) + sum_{i < p} lgamma(input - i / 2)`.
 
     >>> flow.mvlgamma(flow.tensor([2.5]), p=2)
+    tensor([0.8570])
     """
     if type(p) is not int or p < 1:
         raise ArgumentError(f"mvlgamma: p must be an int >= 1, got {p!r}")
@@ -297,7 +301,8 @@ _bessel_j1 = _unary("bessel_j1", sc.j1, saves=(), differentiable=False)
 def i0(input):
     """The modified Bessel function of the first kind of order 0.
 
-    >>> flow.i0(flow.tensor([0.0, 1.0]))  # 1, 1.2661
+    >>> flow.i0(flow.tensor([0.0, 1.0]))
+    tensor([1.0000, 1.2661])
     """
     return _apply(_i0, input)
 
@@ -410,6 +415,7 @@ def logit(input, eps=None):
     to `[eps, 1 - eps]` (and the gradient is 0 outside it).
 
     >>> flow.logit(flow.tensor([0.25, 0.5]))  # -log(3), 0
+    tensor([-1.0986,  0.0000])
     """
     if eps is not None and not isinstance(eps, int | float):
         raise ArgumentError(f"logit: eps must be a number or None, got {type(eps).__name__}")
