@@ -232,11 +232,6 @@ def _zeta_grad(ctx, gy):
     return None, (gy * -x * zeta(x + 1, q) if need_q else None)
 
 
-def _xlog1py_kernel(x, y):
-    # 0 * log1p(y) is 0 for any y but nan (SciPy agrees); as `xlogy`.
-    return sc.xlog1py(x, y)
-
-
 def _xlog1py_grad(ctx, gy):
     need_x, need_y = ctx.needs_input_grad
     x, y = ctx.input, ctx.other
@@ -248,7 +243,8 @@ def _xlog1py_grad(ctx, gy):
 _gammainc = _binary("gammainc", sc.gammainc, _incomplete_gamma_grad("gammainc", 1.0))
 _gammaincc = _binary("gammaincc", sc.gammaincc, _incomplete_gamma_grad("gammaincc", -1.0))
 _zeta = _binary("zeta", sc.zeta, _zeta_grad)
-_xlog1py = _binary("xlog1py", _xlog1py_kernel, _xlog1py_grad)
+# NOTE: SciPy's xlog1py is PyTorch's: 0 where x is 0, for any y but nan (as `xlogy`).
+_xlog1py = _binary("xlog1py", sc.xlog1py, _xlog1py_grad)
 
 
 def gammainc(input, other):
@@ -400,14 +396,10 @@ def _sinc_grad(ctx, gy):
     return (gy * where(x == 0, 0.0, (cos(x * math.pi) - ctx.out) / _nonzero(x)),)
 
 
-def _entr_kernel(x):
-    # SciPy's entr agrees with PyTorch's: 0 at 0, -inf below it, nan for nan
-    return sc.entr(x)
-
-
 _logit = _unary("logit", _logit_kernel, _logit_grad)
 _sinc = _unary("sinc", np.sinc, _sinc_grad, saves=("input", "out"))
-_entr = _unary("entr", _entr_kernel, lambda ctx, gy: (gy * -(log(ctx.input) + 1),))
+# NOTE: SciPy's entr is PyTorch's: 0 at 0, -inf below it, nan for nan.
+_entr = _unary("entr", sc.entr, lambda ctx, gy: (gy * -(log(ctx.input) + 1),))
 
 
 def logit(input, eps=None):
