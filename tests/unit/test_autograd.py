@@ -287,8 +287,7 @@ def test_requires_grad_rules():
     with pytest.raises(flow.TideflowError, match="leaf"):
         y.requires_grad_(False)
     assert flow.tensor([1.0], requires_grad=True).requires_grad
-    with pytest.raises(flow.TideflowError, match="requires grad"):
-        x.numpy()
+    assert x.numpy().tolist() == [1.0]  # OneFlow's rule (PyTorch's under mock_torch)
 
 
 def test_assigned_gradients_must_match_the_tensor():

@@ -44,12 +44,13 @@ def dispatch(op: OpDef, args: tuple, attrs: dict):
 
 
 def run_local(op: OpDef, args: tuple, attrs: dict):
-    # NOTE: operands that are not tensors must be Python scalars or None. An array is data the
-    # user forgot to convert, which PyTorch rejects; only non-tensor operands pay the test, and
-    # the comprehension must not read `op` or `args` (a closure slows every call).
+    # NOTE: operands that are not tensors must be scalars (Python's or NumPy's) or None. An
+    # array with dimensions is data the user forgot to convert, which PyTorch rejects; a 0-d
+    # one is a number. Only non-tensor operands pay the test, and the comprehension must not
+    # read `op` or `args` (a closure slows every call).
     try:
         arrays = [
-            a._data if isinstance(a, Tensor) else a if not isinstance(a, _ndarray) else _array()
+            a._data if isinstance(a, Tensor) else a if not isinstance(a, _ndarray) else _number(a)
             for a in args
         ]
     except _ArrayOperand:
@@ -103,13 +104,16 @@ class _ArrayOperand(Exception):
     """An ndarray among an op's operands (turned into `array_operand_error`)."""
 
 
-def _array():
-    raise _ArrayOperand
+def _number(array: np.ndarray):
+    """A 0-d array operand as the NumPy scalar it holds (a number, like a Python scalar)."""
+    if array.ndim:
+        raise _ArrayOperand
+    return array[()]
 
 
 def array_operand_error(op: OpDef, args: tuple) -> TypeError:
     """PyTorch's TypeError for the first array passed where `op` takes a tensor."""
-    i, array = next((i, a) for i, a in enumerate(args) if isinstance(a, _ndarray))
+    i, array = next((i, a) for i, a in enumerate(args) if isinstance(a, _ndarray) and a.ndim)
     what = f"{type(array).__module__}.{type(array).__name__}"
     rest = len(op.inputs) - 1
     if op.inputs[rest].startswith("*") and i >= rest:  # an element of the trailing sequence
@@ -164,6 +168,11 @@ def promote(op: OpDef, args: tuple, arrays: list) -> None:
                 arrays[i] = a.astype(target)
         elif isinstance(a, np.generic):
             arrays[i] = a.item()
+    if not any(isinstance(a, _ndarray) for a in arrays):
+        # NOTE: scalars only (`flow.add(1.0, 2)`): as PyTorch wraps a scalar input, the first
+        # becomes a 0-d array of the result dtype, so kernels always see an array.
+        i = next(i for i in positions if arrays[i] is not None)
+        arrays[i] = np.asarray(arrays[i], target)
 
 
 _RESULT_TYPES: dict[tuple, np.dtype] = {}
@@ -178,7 +187,7 @@ def computation_dtype(op: OpDef, operands) -> dtypes.DType:
         if isinstance(a, Tensor | Meta):
             (dims if len(a.shape) else zero_dims).append(a.dtype)
         else:
-            scalars.append(a.item() if isinstance(a, np.generic) else a)
+            scalars.append(a.item() if isinstance(a, np.generic | _ndarray) else a)
     result = dtypes.result_type(dims, zero_dims, scalars)
     if op.promote == "float" and not result.is_floating_point:
         return dtypes.get_default_dtype()

@@ -12,6 +12,7 @@ import weakref
 import numpy as np
 
 from . import dtype as dtypes
+from .conventions import follows_pytorch
 from .device import CPU
 from .errors import AutogradError, TideflowError
 from .printing import format_tensor
@@ -175,12 +176,19 @@ class Tensor:
         self._version = value._version
 
     def numpy(self) -> np.ndarray:
-        if self.requires_grad:
+        """The values as a NumPy array sharing the tensor's memory. OneFlow returns them
+        also for a tensor that requires grad; PyTorch (under `mock_torch`) refuses it."""
+        if self.requires_grad and follows_pytorch():
             raise AutogradError(
                 "numpy(): can't call numpy() on a tensor that requires grad; "
                 "use tensor.detach().numpy()"
             )
         return self._data
+
+    # NOTE: NumPy defers its binary operators to an operand of higher priority: with it,
+    # `np.float32(2) * t` calls `t.__rmul__` (a tensor, autograd kept) instead of turning `t`
+    # into an array through `__array__`. Ufuncs (`np.exp(t)`) still convert.
+    __array_priority__ = 1000
 
     def __array__(self, dtype=None, copy=None):
         a = self._data

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
+from ..framework.conventions import follow_pytorch
 from ._modules import build_torch_modules
 
 
@@ -71,8 +72,10 @@ class _Session:
         self.finder = TorchFinder()
         self.saved_modules = _pop_torch_modules()
         sys.meta_path.insert(0, self.finder)
+        follow_pytorch(True)
 
     def close(self) -> None:
+        follow_pytorch(False)
         sys.meta_path[:] = [f for f in sys.meta_path if f is not self.finder]
         _pop_torch_modules()
         sys.modules.update(self.saved_modules)

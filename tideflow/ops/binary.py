@@ -379,7 +379,9 @@ def sub(input, other, *, alpha=1):
 
 
 def _is_bool(a) -> bool:
-    return isinstance(a, bool) or (isinstance(a, Tensor) and a.dtype is dtypes.bool_)
+    if isinstance(a, Tensor):
+        return a.dtype is dtypes.bool_
+    return isinstance(a, bool | np.bool_) or (isinstance(a, np.ndarray) and a.dtype == np.bool_)
 
 
 def _metas(operands) -> tuple:
@@ -1199,6 +1201,8 @@ def _comparison_dunder(fn):
     `x != None` True and `x < None` a TypeError."""
 
     def compare(self, other):
+        if isinstance(other, np.ndarray) and other.ndim == 0:
+            other = other[()]  # a 0-d array is a number (NumPy defers to tensors' operators)
         if not isinstance(other, _COMPARABLE):
             return NotImplemented
         return fn(self, other)

@@ -18,6 +18,7 @@ import copy
 import numpy as np
 
 from ..autograd.function import Function
+from ..framework.conventions import follows_pytorch
 from ..framework.dispatch import inplace
 from ..framework.errors import AutogradError, TideflowError
 from ..framework.grad_mode import STATE, no_grad
@@ -112,8 +113,9 @@ class GlobalTensor(Tensor):
         return _ToLocal.apply(self, self.grad_fn is None)
 
     def numpy(self) -> np.ndarray:
-        """The logical value on every rank (gathered: every rank must call it)."""
-        if self.requires_grad:
+        """The logical value on every rank (gathered: every rank must call it). As for local
+        tensors, PyTorch's refusal of tensors that require grad holds under `mock_torch`."""
+        if self.requires_grad and follows_pytorch():
             raise AutogradError(
                 "numpy(): can't call numpy() on a tensor that requires grad; "
                 "use tensor.detach().numpy()"
