@@ -121,3 +121,24 @@ def test_lp_pool_of_norm_one_sums_each_window():
         repr(flow.nn.LPPool1d(2, 3))
         == "LPPool1d(norm_type=2, kernel_size=3, stride=None, ceil_mode=False)"
     )
+
+
+# -- CTC loss -------------------------------------------------------------------------------
+def test_ctc_loss_of_a_certain_alignment_is_zero():
+    # one frame per label, each certain: the only alignment has probability 1
+    log_probs = flow.log(F.one_hot(flow.tensor([[1], [2]]), 3).double().clamp(min=1e-300))
+    loss = F.ctc_loss(log_probs, flow.tensor([[1, 2]]), (2,), (2,), reduction="sum")
+    assert abs(loss.item()) < 1e-12
+
+
+def test_ctc_loss_names_the_lengths_that_do_not_fit():
+    x = flow.randn(4, 2, 3).log_softmax(2)
+    targets = flow.tensor([[1, 2], [2, 1]])
+    with pytest.raises(ShapeError, match=r"ctc_loss: input_lengths \[5, 4\] must lie in \[0, 4\]"):
+        F.ctc_loss(x, targets, (5, 4), (2, 2))
+    with pytest.raises(ShapeError, match=r"ctc_loss: targets must be \(N, S\) with S >= .* = 3"):
+        F.ctc_loss(x, targets, (4, 4), (3, 2))
+    with pytest.raises(ShapeError, match=r"ctc_loss: target label 7 is not a class index"):
+        F.ctc_loss(x, flow.tensor([[1, 7], [2, 1]]), (4, 4), (2, 2))
+    with pytest.raises(ValueError, match="ctc_loss: reduction"):
+        F.ctc_loss(x, targets, (4, 4), (2, 2), reduction="max")

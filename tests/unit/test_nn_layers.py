@@ -221,6 +221,8 @@ CASES = [
     Case("SoftMarginLoss", (), {}, (_floats(3, 4), _signs(3, 4))),
     Case("MarginRankingLoss", (0.3,), {}, (_floats(6), _floats(6), _signs(6))),
     Case("CosineEmbeddingLoss", (0.2,), {}, (_floats(5, 3), _floats(5, 3), _signs(5))),
+    Case("CTCLoss", (1,), {"zero_infinity": True},
+         (_floats(5, 2, 3), _consts([[0, 2], [2, 2]]), _consts([5, 2]), _consts([2, 2]))),
     Case("TripletMarginLoss", (), {"margin": 0.5, "p": 1.0, "swap": True},
          (_floats(4, 3), _floats(4, 3), _floats(4, 3))),
 ]

@@ -19,6 +19,7 @@ from . import (
 from .nn import (
     attention,
     conv,
+    ctc,
     distance,
     dropout,
     embedding,
@@ -39,6 +40,7 @@ __all__ = [
     "binary",
     "conv",
     "conversion",
+    "ctc",
     "creation",
     "distance",
     "dropout",

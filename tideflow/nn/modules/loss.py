@@ -289,3 +289,25 @@ class TripletMarginLoss(_Loss):
             anchor, positive, negative, margin=self.margin, p=self.p, eps=self.eps,
             swap=self.swap, reduction=self.reduction,
         )  # fmt: skip
+
+
+class CTCLoss(_Loss):
+    """The connectionist temporal classification loss of label sequences given per-frame
+    class log-probabilities (see `F.ctc_loss`); `blank` is the blank class, `zero_infinity`
+    zeros the losses of sequences no alignment fits.
+
+    >>> x = flow.randn(6, 2, 4).log_softmax(2)
+    >>> flow.nn.CTCLoss()(x, flow.tensor([[1, 2], [3, 3]]), (6, 6), (2, 2)).shape
+    tideflow.Size([])
+    """
+
+    def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False):
+        super().__init__(reduction=reduction)
+        self.blank = blank
+        self.zero_infinity = zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(
+            log_probs, targets, input_lengths, target_lengths, self.blank, self.reduction,
+            self.zero_infinity,
+        )  # fmt: skip

@@ -1,9 +1,11 @@
 """Records of nn.functional ops added for PyTorch conformance: power-average (LP) pooling,
-max unpooling and alpha dropout."""
+max unpooling, alpha dropout and the CTC loss."""
 
 import itertools
 
 import numpy as np
+
+import tideflow as flow
 
 from ..opinfo import FLOATS, OpInfo, Sample, make_array
 
@@ -113,5 +115,86 @@ RECORDS = [
         for name, shape in itertools.product(
             ("alpha_dropout", "feature_alpha_dropout"), ((2, 3, 4),)
         )
+    ),
+]
+
+
+# -- CTC loss -------------------------------------------------------------------------------
+# (T, N, C), input lengths, target lengths, padded target width (None: concatenated), kwargs
+_CTC = [
+    ((4, 2, 3), (4, 3), (2, 1), 2, {}),
+    ((6, 3, 5), (6, 5, 4), (3, 2, 0), 3, {"reduction": "none"}),
+    ((6, 3, 5), (6, 5, 4), (3, 2, 1), None, {"reduction": "sum"}),
+    ((7, 2, 4), (7, 6), (3, 2), 4, {"blank": 3}),
+    ((8, 2, 4), (8, 3), (2, 4), 4, {"zero_infinity": True}),  # the second cannot align
+    ((5, 3), (5,), (2,), 2, {"reduction": "none"}),  # unbatched
+]
+
+
+def _ctc_samples(rng, dtype):
+    out = []
+    for shape, inputs, targets, width, kw in _CTC:
+        classes, blank = shape[-1], kw.get("blank", 0)
+        labels = [c for c in range(classes) if c != blank]
+        n = len(targets)
+        padded = rng.choice(labels, size=(n, max(width or 0, max(targets))))
+        if width is None:
+            label_array = np.concatenate([padded[i, : targets[i]] for i in range(n)])
+        else:
+            label_array = padded if len(shape) == 3 else padded[0]
+        x = make_array(rng, shape, dtype)
+        out.append(Sample((x, label_array.astype(np.int64), inputs, targets), dict(kw)))
+    return out
+
+
+def _ctc_of_logits(lib):
+    """CTC of log_softmax(logits): PyTorch's gradient rule is exact for the logits."""
+
+    def loss(x, targets, inputs, target_lengths, **kw):
+        return lib.nn.functional.ctc_loss(x.log_softmax(-1), targets, inputs, target_lengths, **kw)
+
+    return loss
+
+
+RECORDS += [
+    OpInfo(
+        _fn("ctc_loss"),
+        _ctc_samples,
+        op=_ctc_of_logits(flow),
+        torch=lambda torch, *args, **kw: _ctc_of_logits(torch)(*args, **kw),
+        skips={"gradgrad": "CTC has no double backward (nor has PyTorch's)"},
+    ),
+]
+
+
+def _ctc_gradient(lib):
+    """The gradient of the CTC loss for a cotangent, as one op (the forward records call only
+    the loss)."""
+
+    def grad(x, targets, inputs, target_lengths, cotangent, **kw):
+        x = x.detach().requires_grad_(True)
+        loss = _ctc_of_logits(lib)(x, targets, inputs, target_lengths, reduction="none", **kw)
+        # NOTE: backward, not autograd.grad, which does not take global tensors yet
+        loss.backward(cotangent)
+        return x.grad
+
+    return grad
+
+
+def _ctc_gradient_samples(rng, dtype):
+    samples = _ctc_samples(rng, dtype)[:5]  # batched: one cotangent entry per sequence
+    for s in samples:
+        s.args += (make_array(rng, (len(s.args[3]),), dtype),)
+        s.kwargs.pop("reduction", None)
+    return samples
+
+
+RECORDS += [
+    OpInfo(
+        "ctc_loss_backward",
+        _ctc_gradient_samples,
+        op=_ctc_gradient(flow),
+        torch=lambda torch, *args, **kw: _ctc_gradient(torch)(*args, **kw),
+        grad=False,
     ),
 ]
