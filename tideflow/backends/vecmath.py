@@ -153,16 +153,20 @@ def _pow2(k):
     return np.int32((k + 127) << 23).view(np.float32)
 
 
-def _exp_core(x):
-    """exp(x) for float32 x in [-104, 89] (not NaN): x = k ln2 + r with |r| <= ln2/2,
-    exp(x) = 2^k * exp(r). 2^k is applied as two factors, so that k = 128 reaches inf and
-    k < -126 rounds once, into the denormals, as a correctly rounded exp would."""
-    kf = np.rint(x * _LOG2E)
-    r = (x - kf * _LN2_HI) - kf * _LN2_LO
+def _exp_scaled(kf, r):
+    """2^kf exp(r) for integral float32 kf in [-150, 128] and |r| <= ln2/2 (a little more).
+    2^k is applied as two factors, so that k = 128 reaches inf and k < -126 rounds once,
+    into the denormals, as a correctly rounded exp would."""
     p = _ONE + (r + r * r * (_E0 + r * (_E1 + r * (_E2 + r * (_E3 + r * _E4)))))
     k = int(kf)
     k1 = k >> 1
     return p * _pow2(k1) * _pow2(k - k1)
+
+
+def _exp_core(x):
+    """exp(x) for float32 x in [-104, 89] (not NaN): x = k ln2 + r with |r| <= ln2/2."""
+    kf = np.rint(x * _LOG2E)
+    return _exp_scaled(kf, (x - kf * _LN2_HI) - kf * _LN2_LO)
 
 
 def exp32(x):
@@ -243,11 +247,15 @@ def erf32(x):
 
 
 def _exp_neg_square(a):
-    """exp(-a^2) for a in [0, ERFC_ZERO], without the error of rounding a^2 (which is 2^-24
-    a^2 absolute: 50 ulps of the result at a = 10): a = h + l with h a multiple of 1/256, so
-    h^2 (12 significant bits squared) and l = a - h are exact, and -a^2 = -h^2 - l (a + h)."""
+    """exp(-a^2) for a in [0, ERFC_ZERO], without the error of rounding a^2 (2^-24 a^2
+    absolute: 50 ulps of the result at a = 10): a = h + l with h a multiple of 1/256, so
+    h^2 (12 significant bits squared) and l = a - h are exact, -a^2 = -h^2 - l (a + h), and
+    the reduction -h^2 - k ln2_hi is exact too (multiples of 2^-16 below 1/2)."""
     h = np.rint(a * _SQUARE_SPLIT) * _SQUARE_SPLIT_INV
-    return _exp_core(-(h * h)) * _exp_core(-((a - h) * (a + h)))
+    hi = -(h * h)
+    lo = -((a - h) * (a + h))
+    kf = np.rint((hi + lo) * _LOG2E)
+    return _exp_scaled(kf, ((hi - kf * _LN2_HI) + lo) - kf * _LN2_LO)
 
 
 def erfc32(x):
@@ -329,7 +337,10 @@ def register() -> None:
         return
     from numba.extending import register_jitable
 
-    helpers = (_pow2, _exp_core, _log1p_reduced, _log_core, _erf_small, _exp_neg_square)
+    helpers = (
+        *(_pow2, _exp_scaled, _exp_core, _log1p_reduced, _log_core),
+        *(_erf_small, _exp_neg_square),
+    )
     for fn in (*helpers, *FUNCTIONS):
         register_jitable(inline="always")(fn)
     _registered = True
