@@ -1,13 +1,27 @@
 """`make bench`: every single-process benchmark, side by side with PyTorch in the same run.
-(`benchmarks/comm.py` and `benchmarks/ddp.py` launch their own ranks.)"""
+The training table runs twice, with NumPy's BLAS (and PyTorch) on 1 and on 2 threads, each in
+its own process (OpenBLAS reads its thread count when it loads); the rest run on one thread.
+(`benchmarks/comm.py`, `ddp.py` and `parallel_graph.py` launch their own ranks.)"""
 
-import graph
+import os
+import subprocess
+import sys
+
+os.environ["OPENBLAS_NUM_THREADS"] = "1"  # before NumPy loads
+
+import compile_time
+import jit_kernels
 import op_overhead
-import train_workloads
+
+TRAINING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "training.py")
 
 if __name__ == "__main__":
-    print(train_workloads.report(train_workloads.run()))
+    for threads in ("1", "2"):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=threads, OMP_NUM_THREADS=threads)
+        subprocess.run([sys.executable, TRAINING], env=env, check=True)
+        print()
+    print(compile_time.report(compile_time.run()))
     print()
-    print(graph.report(graph.run()))
+    print(jit_kernels.report(jit_kernels.run()))
     print()
     print(op_overhead.report(op_overhead.run()))

@@ -1,13 +1,12 @@
-"""Training-step time of three workloads, tideflow vs PyTorch in the same run: milliseconds
-per step (forward, loss, backward, optimizer step), medians, and the ratio tideflow / torch.
+"""The three training workloads every benchmark times, each built in tideflow and in PyTorch
+from the same weights and fed the same batch (training.py puts them side by side):
 
     W1  MLP 784-1024-1024-10, batch 128, Adam
     W2  CNN conv(3,16,3)-relu-pool-conv(16,32,3)-relu-pool-fc on 3x32x32, batch 32, SGD momentum
     W3  GPT vocab 512, 4 layers, 4 heads, width 256, block 128, batch 8, AdamW
 
-Both libraries start from the same weights and see the same batch. Steps of the two are
-interleaved (one tideflow step, one torch step, ...), so a busy machine slows both alike
-and the ratio stays meaningful even when the absolute times do not.
+Steps of the two libraries are timed interleaved (one tideflow step, one torch step, ...), so
+a busy machine slows both alike and the ratio stays meaningful when absolute times do not.
 """
 
 from __future__ import annotations
@@ -148,12 +147,18 @@ def _training_step(lib, model, workload: Workload) -> Callable[[], None]:
     return step
 
 
-def _steps(torch, workload: Workload) -> tuple[Callable[[], None], Callable[[], None]]:
-    """The tideflow and the torch training step of `workload`, from the same weights."""
+def paired_models(torch, workload: Workload):
+    """`workload`'s tideflow model and its PyTorch twin, with the same weights."""
     ours, theirs = workload.model(flow), workload.model(torch)
     theirs.load_state_dict(
         {k: torch.from_numpy(v.numpy().copy()) for k, v in ours.state_dict().items()}
     )
+    return ours, theirs
+
+
+def _steps(torch, workload: Workload) -> tuple[Callable[[], None], Callable[[], None]]:
+    """The tideflow and the torch training step of `workload`, from the same weights."""
+    ours, theirs = paired_models(torch, workload)
     return _training_step(flow, ours, workload), _training_step(torch, theirs, workload)
 
 
@@ -220,25 +225,3 @@ def _threads(torch) -> str:
         )
     torch.set_num_threads(blas)
     return f"threads: NumPy BLAS {blas} {source}, torch {torch.get_num_threads()}"
-
-
-def run() -> list[tuple[str, float, float]]:
-    try:
-        import torch
-    except ImportError:
-        print("train_workloads: skipped, PyTorch (the reference) is not installed")
-        return []
-    print(thread_setup(torch))
-    flow.manual_seed(0)
-    return [(w.name, *_interleaved_medians(*_steps(torch, w))) for w in _workloads()]
-
-
-def report(rows) -> str:
-    lines = [f"{'training step (ms, median)':36} {'tideflow':>9} {'torch':>9} {'ratio':>7}"]
-    for name, t, ref in rows:
-        lines.append(f"{name:36} {t:9.1f} {ref:9.1f} {t / ref:7.2f}")
-    return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    print(report(run()))
