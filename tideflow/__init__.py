@@ -28,9 +28,12 @@ from .framework.dtype import DType as dtype
 from .framework.dtype import (
     bfloat16,
     float16,
+    complex64,
+    complex128,
     float32,
     float64,
     get_default_dtype,
+    get_default_complex_dtype,
     int8,
     int16,
     int32,
@@ -60,6 +63,7 @@ from .framework.tensor import Size, Tensor
 from .io import load, save
 from .ops.binary import *
 from .ops.conversion import *
+from .ops.complex import *
 from .ops.creation import *
 from .ops.indexing import *
 from .ops.linalg import *
@@ -77,6 +81,8 @@ float = float32
 double = float64
 short = int16
 int = int32
+cfloat = complex64
+cdouble = complex128
 long = int64
 
 __version__ = "0.1.0"

@@ -1,4 +1,5 @@
-"""Float64 numerical gradient checks (first and second order) for every differentiable op."""
+"""Float64 numerical gradient checks (first and second order) for every differentiable op, and
+complex128 ones (real and imaginary parts perturbed apart) for records of complex dtypes."""
 
 import numpy as np
 import pytest
@@ -11,8 +12,15 @@ from .conftest import cases, samples
 _MAX_NUMEL = 64  # finite differences cost one forward per element
 
 
+_DOUBLES = ("float64", "complex128")
+
+
 def _checkable(info):
-    return info.grad and info.gradcheck and not info.random and "float64" in info.dtypes
+    return info.grad and info.gradcheck and not info.random and _doubles(info)
+
+
+def _doubles(info):
+    return [d for d in _DOUBLES if d in info.dtypes]
 
 
 def _fn(info, sample, args):
@@ -23,7 +31,11 @@ def _fn(info, sample, args):
         for p, x in zip(positions, xs, strict=True):
             full[p] = x
         outs = flatten(flow_fn(info)(*full, **sample.kwargs))
-        return tuple(o for o in outs if isinstance(o, flow.Tensor) and o.dtype.is_floating_point)
+        return tuple(
+            o
+            for o in outs
+            if isinstance(o, flow.Tensor) and (o.dtype.is_floating_point or o.dtype.is_complex)
+        )
 
     return f, tuple(args[p] for p in positions)
 
@@ -32,9 +44,7 @@ def _small(sample):
     return sum(a.size for a in sample.args if isinstance(a, np.ndarray)) <= _MAX_NUMEL
 
 
-@pytest.mark.parametrize(
-    ("info", "dtype"), cases(dtypes_of=lambda i: ["float64"], where=_checkable)
-)
+@pytest.mark.parametrize(("info", "dtype"), cases(dtypes_of=_doubles, where=_checkable))
 def test_gradcheck(info, dtype):
     for sample in samples(info, dtype):
         if not sample.grad or not _small(sample):
@@ -44,9 +54,7 @@ def test_gradcheck(info, dtype):
             assert flow.autograd.gradcheck(f, inputs), sample
 
 
-@pytest.mark.parametrize(
-    ("info", "dtype"), cases(dtypes_of=lambda i: ["float64"], where=_checkable)
-)
+@pytest.mark.parametrize(("info", "dtype"), cases(dtypes_of=_doubles, where=_checkable))
 def test_gradgradcheck(info, dtype):
     if "gradgrad" in info.skips:
         pytest.skip(info.skips["gradgrad"])

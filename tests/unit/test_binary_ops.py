@@ -68,7 +68,7 @@ def _ints(values, dtype=flow.int32):
         (
             lambda: flow.pow(flow.tensor([True]), flow.tensor([True])),
             DTypeError,
-            r"pow: expected integer or floating point operands, got bool",
+            r"pow: expected integer, floating point or complex operands, got bool",
         ),
         (
             lambda: flow.pow(_ints([2, 3]), -1),

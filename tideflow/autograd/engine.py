@@ -239,6 +239,8 @@ def _conform(node: Node, i: int, gx):
                 f"reduced to the input's shape {list(shape)}"
             ) from None
     if gx._data.dtype != np_dtype:
+        if gx._data.dtype.kind == "c" and np_dtype.kind != "c":
+            gx = gx.real  # a real operand of a complex op: the real part (PyTorch's convention)
         gx = gx.to(np_dtype)
     return gx
 

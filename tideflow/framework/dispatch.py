@@ -189,7 +189,7 @@ def computation_dtype(op: OpDef, operands) -> dtypes.DType:
         else:
             scalars.append(a.item() if isinstance(a, np.generic | _ndarray) else a)
     result = dtypes.result_type(dims, zero_dims, scalars)
-    if op.promote == "float" and not result.is_floating_point:
+    if op.promote == "float" and not (result.is_floating_point or result.is_complex):
         return dtypes.get_default_dtype()
     return result
 

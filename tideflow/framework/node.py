@@ -20,11 +20,17 @@ def next_seq() -> int:
     return next(_seq)
 
 
-FLOAT_NP = frozenset(np.dtype(d) for d in ("float16", "float32", "float64", ml_dtypes.bfloat16))
+# NOTE: the dtypes whose values carry gradients: floating and complex (a complex tensor's
+# gradient is the conjugate Wirtinger derivative, as in PyTorch).
+FLOAT_NP = frozenset(
+    np.dtype(d)
+    for d in ("float16", "float32", "float64", ml_dtypes.bfloat16, "complex64", "complex128")
+)
 
 
 def is_float(np_dtype) -> bool:
-    """Whether values of this NumPy dtype carry gradients (bfloat16 reports kind 'V')."""
+    """Whether values of this NumPy dtype carry gradients: floating or complex (bfloat16
+    reports kind 'V')."""
     return np_dtype in FLOAT_NP
 
 

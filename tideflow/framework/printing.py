@@ -181,17 +181,33 @@ def _nested(cells: np.ndarray, cut: list[bool], indent: int, width: int) -> str:
     return "[" + ("," + "\n" * (cells.ndim - 1) + " " * (indent + 1)).join(rows) + "]"
 
 
+def _complex_texts(shown: np.ndarray) -> tuple[list[str], int]:
+    """Each complex element as PyTorch prints it ('1.5000-2.0000j'): real and imaginary
+    parts each get the formatter chosen from all the shown parts of their kind."""
+    real, imag = _Formatter(shown.real, True), _Formatter(shown.imag, True)
+    texts = []
+    for z in shown.ravel().tolist():
+        imag_text = (imag.format(z.imag) + "j").lstrip()
+        sign = "" if imag_text[0] in "+-" else "+"
+        texts.append(real.format(z.real) + sign + imag_text)
+    return texts, real.width + imag.width + 1  # + 1: the 'j'
+
+
 def _body(data: np.ndarray, floating: bool, indent: int) -> str:
     summarize = data.size > _OPTIONS.threshold
     indices, cut = _shown_indices(data.shape, summarize)
     shown = data[np.ix_(*indices)] if data.ndim else data
-    if floating:  # Python floats format every dtype alike (bfloat16 has no format of its own)
-        shown = shown.astype(np.float64)
-    formatter = _Formatter(shown, floating)
-    texts = [formatter.format(v) for v in shown.ravel().tolist()]
+    if data.dtype.kind == "c":
+        texts, width = _complex_texts(shown.astype(np.complex128))
+    else:
+        if floating:  # Python floats format every dtype alike (bfloat16 has no format)
+            shown = shown.astype(np.float64)
+        formatter = _Formatter(shown, floating)
+        texts = [formatter.format(v) for v in shown.ravel().tolist()]
+        width = formatter.width
     cells = np.empty(len(texts), dtype=object)
     cells[:] = texts
-    return _nested(cells.reshape(shown.shape), cut, indent, formatter.width)
+    return _nested(cells.reshape(shown.shape), cut, indent, width)
 
 
 def _with_suffixes(text: str, suffixes: list[str], indent: int) -> str:
@@ -225,7 +241,8 @@ def format_tensor(data: np.ndarray, *, requires_grad: bool, grad_fn) -> str:
         body = _body(data, dt.is_floating_point, indent)
         if not _OPTIONS.edgeitems:
             suffixes.append(f"size={tuple(int(d) for d in data.shape)}")
-        if dt not in (dtypes.get_default_dtype(), dtypes.int64, dtypes.bool_):
+        defaults = (dtypes.get_default_dtype(), dtypes.get_default_complex_dtype())
+        if dt not in (*defaults, dtypes.int64, dtypes.bool_):
             suffixes.append(f"dtype=tideflow.{dt.name}")
     if grad_fn is not None:
         suffixes.append(f"grad_fn=<{grad_fn.name()}>")

@@ -115,6 +115,9 @@ class Tensor:
     def is_floating_point(self) -> bool:
         return self.dtype.is_floating_point
 
+    def is_complex(self) -> bool:
+        return self.dtype.is_complex
+
     def is_contiguous(self) -> bool:
         return self._data.flags.c_contiguous
 
@@ -281,10 +284,10 @@ class Tensor:
                 "requires_grad_(False): only leaf tensors can stop requiring grad; "
                 "use detach() for a non-leaf"
             )
-        if requires_grad and not self.dtype.is_floating_point:
+        if requires_grad and not (self.dtype.is_floating_point or self.dtype.is_complex):
             raise AutogradError(
-                f"requires_grad_(): only floating point tensors can require gradients, "
-                f"got {self.dtype}"
+                f"requires_grad_(): only floating point and complex tensors can require "
+                f"gradients, got {self.dtype}"
             )
         self.requires_grad = requires_grad
         return self

@@ -4,6 +4,7 @@ the ops and binds their Tensor methods."""
 from . import (
     activation,
     binary,
+    complex,
     conversion,
     creation,
     indexing,
@@ -39,6 +40,7 @@ __all__ = [
     "attention",
     "binary",
     "conv",
+    "complex",
     "conversion",
     "ctc",
     "creation",

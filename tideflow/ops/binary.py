@@ -32,6 +32,7 @@ from ._rules import (
     halves_in_float32,
     methods,
 )
+from .complex import holomorphic
 from .creation import on_placement_of, tensor, zeros_like
 from .indexing import _where_single
 
@@ -102,10 +103,13 @@ class _Kinds(NamedTuple):
     phrase: str
 
 
-_NUMBERS = _Kinds(lambda d: d is not dtypes.bool_, "integer or floating point")
+_NUMBERS = _Kinds(lambda d: d is not dtypes.bool_ and not d.is_complex, "integer or floating point")
+_NUMBERS_OR_COMPLEX = _Kinds(lambda d: d is not dtypes.bool_, "integer, floating point or complex")
 _FLOATING = _Kinds(lambda d: d.is_floating_point, "floating point")
 _INTEGERS = _Kinds(lambda d: d in dtypes.INTEGRAL, "integer")
-_BITS = _Kinds(lambda d: not d.is_floating_point, "integer or bool")
+_BITS = _Kinds(lambda d: d is dtypes.bool_ or d in dtypes.INTEGRAL, "integer or bool")
+# NOTE: complex numbers have no order: comparisons and extrema reject them, as in PyTorch.
+_ORDERED = _Kinds(lambda d: not d.is_complex, "real (ordered)")
 
 
 def _dtype_of(arrays) -> np.dtype | None:
@@ -295,7 +299,7 @@ _sub = _binary(
 _mul = _binary(
     "mul",
     np.multiply,
-    grad=_mul_grad,
+    grad=holomorphic(_mul_grad),
     saves=("input", "other"),
     linear=((0,), (1,)),
     scalar=_arith("*"),
@@ -303,7 +307,7 @@ _mul = _binary(
 _div = _binary(
     "div",
     np.true_divide,
-    grad=_div_grad,
+    grad=holomorphic(_div_grad),
     saves=("other", "out"),
     promote="float",
     linear=((0,),),
@@ -476,7 +480,7 @@ def _pow_kernel(x, y):
     return _int_pow(x, y) if kind in "iu" else np.power(x, y)
 
 
-_pow_dtype_meta = _elementwise_meta("pow", _NUMBERS)
+_pow_dtype_meta = _elementwise_meta("pow", _NUMBERS_OR_COMPLEX)
 
 
 def _pow_meta(input, exponent) -> Meta:
@@ -515,7 +519,7 @@ _pow = defop(
     meta=_pow_meta,
     sbp=_elementwise_sbp(),
     kernels={"cpu": _keep_bfloat16(_pow_kernel)},
-    grad=_pow_grad,
+    grad=holomorphic(_pow_grad),
     saves=("input", "exponent", "out"),
     promote="common",
     elementwise=True,
@@ -715,14 +719,16 @@ def _nan_skipping_grad(wins):
 
 _maximum = _binary(
     "maximum",
-    np.maximum,
+    _accepting(_ORDERED, np.maximum),
+    kinds=_ORDERED,
     grad=_extremum_grad(lambda a, b: a < b),
     saves=_XY,
     scalar=lambda g, x, y: g.max(x, y),
 )
 _minimum = _binary(
     "minimum",
-    np.minimum,
+    _accepting(_ORDERED, np.minimum),
+    kinds=_ORDERED,
     grad=_extremum_grad(lambda a, b: a > b),
     saves=_XY,
     scalar=lambda g, x, y: g.min(x, y),
@@ -730,14 +736,16 @@ _minimum = _binary(
 # NOTE: fmax/fmin take the other operand where one is nan
 _fmax = _binary(
     "fmax",
-    np.fmax,
+    _accepting(_ORDERED, np.fmax),
+    kinds=_ORDERED,
     grad=_nan_skipping_grad(lambda a, b: a >= b),
     saves=_XY,
     scalar=lambda g, x, y: f"({x} if {x} >= {y} or {y} != {y} else {y})",
 )
 _fmin = _binary(
     "fmin",
-    np.fmin,
+    _accepting(_ORDERED, np.fmin),
+    kinds=_ORDERED,
     grad=_nan_skipping_grad(lambda a, b: a <= b),
     saves=_XY,
     scalar=lambda g, x, y: f"({x} if {x} <= {y} or {y} != {y} else {y})",
@@ -765,16 +773,22 @@ def fmin(input, other):
 
 
 # -- comparisons ----------------------------------------------------------------------------
-def _comparison(name, kernel, symbol):
-    return _binary(name, kernel, out_dtype=dtypes.bool_, scalar=lambda g, x, y: f"{x} {symbol} {y}")
+def _comparison(name, kernel, symbol, kinds=None):
+    return _binary(
+        name,
+        kernel if kinds is None else _accepting(kinds, kernel),
+        kinds=kinds,
+        out_dtype=dtypes.bool_,
+        scalar=lambda g, x, y: f"{x} {symbol} {y}",
+    )
 
 
 _eq = _comparison("eq", np.equal, "==")
 _ne = _comparison("ne", np.not_equal, "!=")
-_lt = _comparison("lt", np.less, "<")
-_le = _comparison("le", np.less_equal, "<=")
-_gt = _comparison("gt", np.greater, ">")
-_ge = _comparison("ge", np.greater_equal, ">=")
+_lt = _comparison("lt", np.less, "<", _ORDERED)
+_le = _comparison("le", np.less_equal, "<=", _ORDERED)
+_gt = _comparison("gt", np.greater, ">", _ORDERED)
+_ge = _comparison("ge", np.greater_equal, ">=", _ORDERED)
 
 
 def eq(input, other):

@@ -47,7 +47,8 @@ _cast = defop(
     inputs=("input",),
     meta=lambda x, *, dtype: Meta(x.shape, dtype),
     sbp=_cast_sbp,
-    kernels={"cpu": lambda x, *, dtype: x.astype(dtype.np)},
+    # NOTE: complex to real keeps the real part, as PyTorch does (NumPy would warn).
+    kernels={"cpu": lambda x, *, dtype: (x.real if dtype.np.kind != "c" else x).astype(dtype.np)},
     # NOTE: the engine casts a gradient back to its input's dtype, so the rule passes it on.
     grad=lambda ctx, gy: (gy,),
     elementwise=True,

@@ -125,6 +125,8 @@ def _infer_dtype(data, array: np.ndarray) -> dtypes.DType:
     return dtypes.from_numpy(array.dtype)
 
 
+    if array.dtype.kind == "c":
+        return dtypes.get_default_complex_dtype()
 def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, placement=None,
            sbp=None) -> Tensor:  # fmt: skip
     """A new tensor holding a copy of `data` (nested lists, scalars, arrays, tensors). With

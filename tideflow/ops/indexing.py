@@ -53,6 +53,7 @@ from ._rules import (
     normalize_dim,
     tensor_arg,
 )
+from .complex import reject_complex
 from .creation import on_placement_of, ones, tensor, zeros
 
 __all__ = [
@@ -1655,6 +1656,7 @@ def _argsort(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
 
 
 def _sort_kernel(x, *, dim, descending):
+    reject_complex("sort", x.dtype)
     if x.ndim == 0:
         return x.copy(), np.zeros((), np.int64)
     idx = _argsort(x, dim, descending)
@@ -1716,6 +1718,7 @@ def _topk_meta(x: Meta, *, k, dim, largest):
 
 
 def _topk_kernel(x, *, k, dim, largest):
+    reject_complex("topk", x.dtype)
     n = _dim_size(x.shape, dim)
     _check_k("topk", k, n)
     if x.ndim == 0:

@@ -38,6 +38,7 @@ from ._rules import (
     tensor_arg,
 )
 from .binary import where
+from .complex import conj, holomorphic
 from .creation import eye, on_placement_of, ones
 from .shape import cat, diag_embed, narrow, transpose, tril
 
@@ -251,7 +252,7 @@ def _product(name: str, ranks=None, broadcast: bool = True):
         meta=functools.partial(_product_meta, name, ranks, broadcast),
         sbp=_product_sbp,
         kernels={"cpu": kernel},
-        grad=_product_grad,
+        grad=holomorphic(_product_grad),
         saves=("input", "other"),
     )
 
@@ -299,8 +300,13 @@ def dot(input, tensor):
 
 
 def vdot(input, other):
-    """The dot product of two 1-D tensors, conjugating the first: for real tensors, `dot`."""
-    return dispatch(_vdot, (input, other), _PLAIN)
+    """The dot product of two 1-D tensors, conjugating the first: for real tensors, `dot`.
+
+    >>> flow.vdot(flow.tensor([1j]), flow.tensor([1j]))
+    tensor(1.+0.j)
+    """
+    tensor_arg("vdot", "input", 1, input)
+    return dispatch(_vdot, (conj(input), other), _PLAIN)
 
 
 def outer(input, vec2):

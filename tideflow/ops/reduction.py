@@ -39,6 +39,7 @@ from ._rules import (
     reduce_meta_shape,
 )
 from .binary import maximum, minimum, where
+from .complex import holomorphic, reject_complex
 from .creation import arange, ones_like, zeros_like
 from .linalg import LINALG_NAMESPACE, eigvalsh
 from .shape import cat
@@ -152,7 +153,7 @@ def _int_to_int64(x_dtype: dtypes.DType, dtype) -> dtypes.DType:
     """sum/prod/cumsum result dtype: `dtype` if given, else integers and bool give int64."""
     if dtype is not None:
         return dtype
-    return x_dtype if x_dtype.is_floating_point else dtypes.int64
+    return x_dtype if x_dtype.is_floating_point or x_dtype.is_complex else dtypes.int64
 
 
 def _ties(x, value):
@@ -431,7 +432,7 @@ _prod = defop(
     meta=_prod_meta,
     sbp=_reduction_sbp(),
     kernels={"cpu": _summing("prod", np.prod)},
-    grad=_prod_grad,
+    grad=holomorphic(_prod_grad),
     saves=("input",),
 )
 
@@ -579,6 +580,7 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 # -- amax, amin, max, min, argmax, argmin ---------------------------------------------------
 def _extreme_meta(op: str):
     def meta(x: Meta, *, dim=(), keepdim=False) -> Meta:
+        reject_complex(op, x.dtype.np)
         dims = normalize_dims(op, dim, len(x.shape))
         _require_nonempty(op, x.shape, dims)
         return Meta(reduce_meta_shape(x.shape, dims, keepdim), x.dtype)
@@ -588,6 +590,7 @@ def _extreme_meta(op: str):
 
 def _extreme(name: str, reduce):
     def kernel(x, *, dim=(), keepdim=False):
+        reject_complex(name, x.dtype)
         return np.asarray(reduce(x, axis=_axes(name, dim, x.ndim), keepdims=keepdim))
 
     return defop(
@@ -639,6 +642,7 @@ def _select_meta(op: str):
     """(values, indices) picked along one dim: max/min/median/mode."""
 
     def meta(x: Meta, *, dim, keepdim=False) -> tuple[Meta, Meta]:
+        reject_complex(op, x.dtype.np)
         dims = normalize_dims(op, dim, len(x.shape))
         _require_nonempty(op, x.shape, dims)
         shape = reduce_meta_shape(x.shape, dims, keepdim)
@@ -674,12 +678,16 @@ def _index_grad_rule(ctx, gy, _gi):
 
 
 def _selection(name: str, kernel):
+    def ordered_kernel(x, **attrs):
+        reject_complex(name, x.dtype)
+        return kernel(x, **attrs)
+
     return defop(
         name,
         inputs=("input",),
         meta=_select_meta(name),
         sbp=_reduction_sbp(n_out=2),
-        kernels={"cpu": kernel},
+        kernels={"cpu": ordered_kernel},
         grad=_index_grad_rule,
         saves=("out1",),
         n_out=2,
@@ -722,6 +730,7 @@ def min(input, dim=None, keepdim=False, *, other=None):
 def _reject_bool(op: str, np_dtype) -> None:
     if np_dtype == np.bool_:
         raise DTypeError(f"{op}: bool inputs are not supported (as in PyTorch)")
+    reject_complex(op, np_dtype)
 
 
 def _arg_meta(op: str):
@@ -1172,7 +1181,7 @@ _cumprod = defop(
     meta=_scan_meta("cumprod"),
     sbp=_scan_sbp(),
     kernels={"cpu": _scan_kernel("cumprod", np.cumprod)},
-    grad=_cumprod_grad,
+    grad=holomorphic(_cumprod_grad),
     saves=("input", "out"),
 )
 

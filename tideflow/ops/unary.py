@@ -34,6 +34,7 @@ from ._rules import (
     methods,
 )
 from .binary import where
+from .complex import holomorphic, reject_complex, sgn
 from .creation import zeros_like
 from .reduction import sum as _sum
 
@@ -115,9 +116,11 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 _HALF = frozenset((np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)))
 _FLOATING = frozenset(d.np for d in dtypes.FLOATING)
 _INTEGER = frozenset(d.np for d in dtypes.INTEGRAL)
+_COMPLEX = frozenset(d.np for d in dtypes.COMPLEX)
 _ACCEPTS = {
     "float": (_FLOATING, "a floating point"),
-    "number": (_FLOATING | _INTEGER, "a numeric (non-bool)"),
+    "number": (_FLOATING | _INTEGER, "a numeric (non-bool, non-complex)"),
+    "number_or_complex": (_FLOATING | _INTEGER | _COMPLEX, "a numeric (non-bool)"),
     "integral": (_INTEGER | {np.dtype(np.bool_)}, "an integer or bool"),
 }
 
@@ -195,12 +198,28 @@ def _unary(
     )
 
 
-def _math(name, fn, grad, saves, scalar=None):
+_SAME = object()
+
+
+def _math(name, fn, grad, saves, scalar=None, complex_fn=_SAME):
     """A floating-point function; integer and bool inputs give the default float dtype. Its
-    scalar rule is the math function of the same name unless `scalar` gives another."""
+    scalar rule is the math function of the same name unless `scalar` gives another.
+
+    The function is analytic: complex inputs run `complex_fn` (`fn` by default; None where
+    PyTorch does not define it for complex numbers) and take PyTorch's conjugate gradient."""
     if scalar is None:
         scalar = _float_rule(lambda g, x: g.call(name, x))
-    return _unary(name, fp_kernel(fn), grad=grad, saves=saves, promote="float", scalar=scalar)
+    real_kernel = fp_kernel(fn)
+    on_complex = fn if complex_fn is _SAME else complex_fn
+
+    def kernel(x):
+        if x.dtype in _COMPLEX:
+            if on_complex is None:
+                reject_complex(name, x.dtype)
+            return on_complex(x)
+        return real_kernel(x)
+
+    return _unary(name, kernel, grad=holomorphic(grad), saves=saves, promote="float", scalar=scalar)
 
 
 def _float_rule(rule):
@@ -229,16 +248,26 @@ _neg = _unary(
     "neg",
     np.negative,
     grad=lambda ctx, gy: (-gy,),
-    accepts="number",
+    accepts="number_or_complex",
     partial="linear",
     scalar=_number_rule(lambda g, x: f"-{x}"),
 )
-_abs = _unary(
+
+
+def _abs_meta(x: Meta) -> Meta:
+    check_dtype("abs", x.dtype.np, "number_or_complex")
+    return Meta(x.shape, dtypes.to_real(x.dtype))  # a complex modulus is real
+
+
+_abs = defop(
     "abs",
-    np.abs,
-    grad=lambda ctx, gy: (gy * sign(ctx.input),),
+    inputs=("input",),
+    meta=_abs_meta,
+    sbp=elementwise_sbp(),
+    kernels={"cpu": dtype_checked("abs", "number_or_complex", np.abs)},
+    grad=lambda ctx, gy: (gy * sgn(ctx.input),),
     saves=("input",),
-    accepts="number",
+    elementwise=True,
     scalar=_number_rule(lambda g, x: f"abs({x})"),
 )
 
@@ -472,18 +501,21 @@ _sigmoid = _math(
     lambda ctx, gy: (gy * ctx.out * (1 - ctx.out),),
     ("out",),
     _float_rule(lambda g, x: f"{g.c(1)} / ({g.c(1)} + {g.call('exp', f'-{x}')})"),
+    complex_fn=lambda z: 1 / (1 + np.exp(-z)),  # expit has no complex loop
 )
 _erf = _math(
     "erf",
     _special.erf,
     lambda ctx, gy: (gy * exp(-ctx.input * ctx.input) * _2_OVER_SQRT_PI,),
     ("input",),
+    complex_fn=None,
 )
 _erfc = _math(
     "erfc",
     _special.erfc,
     lambda ctx, gy: (gy * exp(-ctx.input * ctx.input) * -_2_OVER_SQRT_PI,),
     ("input",),
+    complex_fn=None,
 )
 _erfinv = _math(
     "erfinv",
@@ -491,6 +523,7 @@ _erfinv = _math(
     lambda ctx, gy: (gy * exp(ctx.out * ctx.out) * _SQRT_PI_OVER_2,),
     ("out",),
     lambda g, x: None,  # no scalar erfinv in numba
+    complex_fn=None,
 )
 
 
@@ -547,6 +580,11 @@ def _round_meta(x: Meta, *, decimals=0) -> Meta:
 
 
 def _sign_kernel(x):
+    if x.dtype in _COMPLEX:
+        raise DTypeError(
+            f"sign: not defined for complex tensors (got {dtypes.from_numpy(x.dtype).name}); "
+            "use sgn, z / |z|"
+        )
     if x.dtype == np.bool_:
         return x.copy()
     if x.dtype in _INTEGER:
@@ -641,6 +679,7 @@ fix = trunc
 
 # -- clamp ------------------------------------------------------------------------------------
 def _clamp_kernel(x, lo, hi):
+    reject_complex("clamp", x.dtype)
     # NOTE: scalar bounds take the tensor's (promoted) dtype: NumPy would promote bfloat16.
     if lo is not None:
         x = np.maximum(x, lo if isinstance(lo, np.ndarray) else np.asarray(lo, x.dtype))

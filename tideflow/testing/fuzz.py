@@ -237,7 +237,7 @@ def draw_call(c: Chooser, pool: Sequence[OpInfo] | None = None) -> Call:
         and "." not in info.name
         and bool(args)
         and isinstance(sample.args[0], np.ndarray)
-        and hasattr(Tensor, info.name)
+        and callable(getattr(Tensor, info.name, None))  # not a property (Tensor.real)
         and c.integer(0, 3) == 0
     )
     return Call(info, sample, method, mutations)
@@ -368,6 +368,13 @@ def _compare(call: Call, got, want) -> str:
         for a in call.sample.args
         if isinstance(a, np.ndarray)
     )
+    finite = all(
+        np.isfinite(a).all()
+        for a in (*call.sample.args, *call.sample.kwargs.values())
+        if isinstance(a, np.ndarray) and a.dtype.kind in "fc"
+    )
+    if call.info.name.startswith("fft.") and not finite:
+        return ""  # which bins of a transform of inf turn nan depends on the FFT's algorithm
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         if not hasattr(w, "shape") and not isinstance(w, int | float | bool):
             continue  # torch.Size, dtypes, strings: not values
@@ -380,6 +387,12 @@ def _compare(call: Call, got, want) -> str:
         if a.size > _COMPARE_LIMIT:  # a broadcast view of a silly size: shapes agree
             continue
         if not tie_free or a.dtype == object or b.dtype == object:
+            continue
+        if "c" in (a.dtype.kind, b.dtype.kind) and not (
+            np.isfinite(a).all() and np.isfinite(b).all()
+        ):
+            # NOTE: complex arithmetic with infinities: PyTorch's formulas (its `alpha`
+            # product, its vectorized multiply) leave nan parts where NumPy's do not
             continue
         if a.dtype.kind in "biu" and b.dtype.kind in "biu":
             if not np.array_equal(a, b):

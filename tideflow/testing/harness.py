@@ -25,13 +25,18 @@ def is_float_array(a) -> bool:
     return isinstance(a, np.ndarray) and (a.dtype.kind == "f" or a.dtype.name == "bfloat16")
 
 
+def is_grad_array(a) -> bool:
+    """Whether the array's tensor can require grad: floating or complex."""
+    return is_float_array(a) or (isinstance(a, np.ndarray) and a.dtype.kind == "c")
+
+
 def to_flow(sample: Sample, requires_grad: bool, noncontiguous: bool = False) -> tuple:
     out = []
     for a in sample.args:
         if isinstance(a, np.ndarray):
             data = _noncontiguous(a) if noncontiguous else a.copy()
             t = flow.from_numpy(data)
-            if requires_grad and is_float_array(a):
+            if requires_grad and is_grad_array(a):
                 t.requires_grad_(True)
             out.append(t)
         else:
@@ -56,7 +61,7 @@ def to_torch(torch, sample: Sample, requires_grad: bool) -> tuple:
                 t = torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16)
             else:
                 t = torch.from_numpy(a.copy())
-            if requires_grad and is_float_array(a):
+            if requires_grad and is_grad_array(a):
                 t.requires_grad_(True)
             out.append(t)
         else:
@@ -84,9 +89,11 @@ def as_numpy(x) -> np.ndarray:
     if isinstance(x, Tensor):
         return np.asarray(x.detach()._data)
     if hasattr(x, "detach"):  # a torch tensor
-        x = x.detach()
+        x = x.detach().resolve_conj()
         if str(x.dtype) == "torch.bfloat16":
             x = x.float()
+        elif str(x.dtype) == "torch.complex32":  # NumPy has no complex of halves
+            x = x.cfloat()
         return x.numpy()
     return np.asarray(x)
 
@@ -106,8 +113,9 @@ def assert_close(actual, expected, rtol: float, atol: float, what: str) -> None:
         if not np.array_equal(a, e):
             raise AssertionError(f"{what}: values differ\nactual:\n{a}\nexpected:\n{e}")
         return
-    a64 = a.astype(np.float64)
-    e64 = e.astype(np.float64)
+    wide = np.complex128 if "c" in (a.dtype.kind, e.dtype.kind) else np.float64
+    a64 = a.astype(wide)
+    e64 = e.astype(wide)
     if not np.allclose(a64, e64, rtol=rtol, atol=atol, equal_nan=True):
         diff = np.abs(a64 - e64)
         diff = diff[~np.isnan(diff)]  # NaN against a number is a mismatch, not an error size

@@ -17,6 +17,7 @@ import numpy as np
 FLOATS = ("float32", "float64")
 ALL_FLOATS = ("float16", "bfloat16", "float32", "float64")
 INTS = ("int32", "int64")
+COMPLEX = ("complex64", "complex128")
 
 # NOTE: PyTorch's default tolerances for assert_close, per dtype.
 TOLERANCES = {
@@ -24,6 +25,8 @@ TOLERANCES = {
     "bfloat16": (1.6e-2, 1e-5),
     "float32": (1.3e-6, 1e-5),
     "float64": (1e-7, 1e-7),
+    "complex64": (1.3e-6, 1e-5),
+    "complex128": (1e-7, 1e-7),
 }
 
 
@@ -104,6 +107,8 @@ def make_array(rng: np.random.Generator, shape, dtype: str, low=-3.0, high=3.0) 
         lo = max(int(np.floor(low)), 0 if dtype.startswith("uint") else -(2**31))
         return rng.integers(lo, max(int(np.ceil(high)), lo + 1), size=shape).astype(dtype)
     values = rng.uniform(low, high, size=shape)
+    if dtype.startswith("complex"):  # real and imaginary parts both in [low, high)
+        return (values + 1j * rng.uniform(low, high, size=shape)).astype(dtype)
     if dtype == "bfloat16":
         import ml_dtypes
 

@@ -87,22 +87,25 @@ def _shard(x, sbp, n: int, rng: np.random.Generator) -> list:
     if x.dtype.kind in "biu":
         return [x] + [np.zeros_like(x)] * (n - 1)
     parts = [rng.uniform(-1, 1, x.shape).astype(x.dtype) for _ in range(n - 1)]
-    last = x.astype(np.float64) - sum(p.astype(np.float64) for p in parts)
+    last = _wide(x) - sum(_wide(p) for p in parts)
     return [*parts, np.asarray(last.astype(x.dtype))]  # asarray: 0-d stays an array
+
+
+def _wide(a: np.ndarray) -> np.ndarray:
+    """`a` in float64, or complex128 for complex arrays (the imaginary parts count too)."""
+    return a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
 
 
 def _combine(outs: list, sbp, op: str) -> np.ndarray:
     if isinstance(sbp, Split):
         return np.concatenate(outs, axis=sbp.axis)
     if sbp is P:
-        total = outs[0].astype(np.float64)
+        total = _wide(outs[0])
         for o in outs[1:]:
-            total = total + o.astype(np.float64)
+            total = total + _wide(o)
         return total
     for r, o in enumerate(outs[1:], 1):
-        if o.shape != outs[0].shape or not np.allclose(
-            o.astype(np.float64), outs[0].astype(np.float64), equal_nan=True
-        ):
+        if o.shape != outs[0].shape or not np.allclose(_wide(o), _wide(outs[0]), equal_nan=True):
             raise AssertionError(f"{op}: B output differs between rank 0 and rank {r}")
     return outs[0]
 
@@ -149,8 +152,8 @@ def check_signature(call: Call, sig: Signature, n: int = 2, rtol=1e-5, atol=1e-6
         if got.shape != expected.shape:
             return f"{sig}: {what} combined to {list(got.shape)}, expected {list(expected.shape)}"
         close = np.allclose(
-            got.astype(np.float64),
-            expected.astype(np.float64),
+            _wide(got),
+            _wide(expected),
             rtol=rtol,
             atol=atol,
             equal_nan=True,
