@@ -27,13 +27,13 @@ from .framework.device import device
 from .framework.dtype import DType as dtype
 from .framework.dtype import (
     bfloat16,
-    float16,
     complex64,
     complex128,
+    float16,
     float32,
     float64,
-    get_default_dtype,
     get_default_complex_dtype,
+    get_default_dtype,
     int8,
     int16,
     int32,
@@ -62,8 +62,8 @@ from .framework.grad_mode import (
 from .framework.tensor import Size, Tensor
 from .io import load, save
 from .ops.binary import *
-from .ops.conversion import *
 from .ops.complex import *
+from .ops.conversion import *
 from .ops.creation import *
 from .ops.indexing import *
 from .ops.linalg import *
@@ -79,10 +79,10 @@ from .parallel import placement, sbp
 half = float16
 float = float32
 double = float64
-short = int16
-int = int32
 cfloat = complex64
 cdouble = complex128
+short = int16
+int = int32
 long = int64
 
 __version__ = "0.1.0"

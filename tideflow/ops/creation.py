@@ -122,11 +122,11 @@ def _infer_dtype(data, array: np.ndarray) -> dtypes.DType:
         return dtypes.get_default_dtype()
     if array.dtype.kind in "iu":
         return dtypes.int64
+    if array.dtype.kind == "c":
+        return dtypes.get_default_complex_dtype()
     return dtypes.from_numpy(array.dtype)
 
 
-    if array.dtype.kind == "c":
-        return dtypes.get_default_complex_dtype()
 def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, placement=None,
            sbp=None) -> Tensor:  # fmt: skip
     """A new tensor holding a copy of `data` (nested lists, scalars, arrays, tensors). With
