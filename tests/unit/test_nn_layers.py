@@ -330,6 +330,7 @@ def test_repr_matches_torch(torch, case):
 @pytest.mark.torch
 def test_every_exported_layer_is_checked_against_torch():
     covered = {c.name for c in CASES} | {"Dropout", "Dropout1d", "Dropout2d", "Dropout3d"}
+    covered |= {"LazyLinear", "LazyConv1d", "LazyConv2d", "LazyConv3d"}  # test_lazy_modules.py
     containers = {"Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
                   "ParameterDict"}  # fmt: skip
     # Other people's layer families (recurrent, attention) test themselves.

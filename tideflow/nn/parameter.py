@@ -1,10 +1,12 @@
-"""`nn.Parameter` and `nn.Buffer`: tensors a Module registers as its state."""
+"""`nn.Parameter` and `nn.Buffer`: tensors a Module registers as its state, and the lazy
+layers' `UninitializedParameter`."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..framework.dispatch import _init
+from ..framework.dtype import to_dtype
 from ..framework.tensor import Tensor
 from ..parallel.global_tensor import GlobalTensor, set_global
 from ..parallel.to_global import global_class
@@ -52,3 +54,30 @@ class Buffer(Tensor):
 
     def __init__(self, data=None, *, persistent: bool = True) -> None:
         pass
+
+
+class UninitializedParameter(Parameter):
+    """A parameter whose shape is not known yet (the lazy layers' weights): it holds no
+    elements until `materialize(shape)` gives it storage and turns it into a `Parameter`, the
+    same object, so references to it (an optimizer's) stay valid."""
+
+    def __new__(cls, requires_grad: bool = True, device=None, dtype=None):
+        p = super().__new__(cls, None, requires_grad)
+        if dtype is not None:
+            _init(p, p._data.astype(to_dtype(dtype).np))
+        return p
+
+    def __init__(self, requires_grad: bool = True, device=None, dtype=None) -> None:
+        pass
+
+    def materialize(self, shape, device=None, dtype=None) -> None:
+        """Give the parameter uninitialized storage of `shape` (the layer initializes it)."""
+        dtype = self.dtype if dtype is None else to_dtype(dtype)
+        _init(self, np.empty(tuple(shape), dtype.np))
+        self.__class__ = Parameter
+
+    def __repr__(self) -> str:
+        return "<UninitializedParameter>"
+
+    def __reduce_ex__(self, protocol):
+        return (UninitializedParameter, (self.requires_grad,))

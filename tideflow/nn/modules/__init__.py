@@ -41,6 +41,7 @@ from .dropout import (
     FeatureAlphaDropout,
 )
 from .flatten import Flatten, Unflatten
+from .lazy import LazyConv1d, LazyConv2d, LazyConv3d, LazyLinear
 from .linear import Bilinear, Identity, Linear
 from .loss import (
     BCELoss,
@@ -179,6 +180,10 @@ __all__ = [
     "Embedding",
     "EmbeddingBag",
     "Flatten",
+    "LazyConv1d",
+    "LazyConv2d",
+    "LazyConv3d",
+    "LazyLinear",
     "GroupNorm",
     "Hardshrink",
     "Hardsigmoid",
