@@ -75,6 +75,7 @@ from .ops.special import *
 from .ops.strided import *
 from .ops.unary import *
 from .parallel import placement, sbp
+from .utils.dlpack import from_dlpack
 
 half = float16
 float = float32

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import tideflow as flow
+import tideflow.mock_torch
 import tideflow.parallel as par
 from tideflow.distributed.backend import LocalCommunicator, ReduceOp
 from tideflow.framework.tensor import accumulator
@@ -20,8 +21,6 @@ from tideflow.nn.parallel._reducer import BucketCaps, Reducer, assign_buckets
 
 from ..unit.test_nn_layers import run_doctests
 from .jobs import WORKERS, every_rank_ok
-
-
 
 
 @pytest.mark.mpi
@@ -36,7 +35,6 @@ def test_global_creators_and_optimizers_match_one_process(launch, n):
     """Data parallelism the global way: creators with placement= and sbp=, and optimizers
     whose state follows global parameters (workers/ddp_global_training.py)."""
     every_rank_ok(launch(n, [str(WORKERS / "ddp_global_training.py")], timeout=180), n)
-
 
 
 def mlp(seed: int = 0):
@@ -63,6 +61,15 @@ def test_in_a_world_of_one_ddp_is_the_module():
     with model.no_sync():
         assert not model.require_backward_grad_sync
     assert model.require_backward_grad_sync
+
+
+def test_attributes_the_wrapper_lacks_come_from_the_module_as_in_oneflow():
+    model = DDP(flow.nn.Linear(3, 2), use_bucket=False)
+    assert model.in_features == 3 and model.weight is model.module.weight
+    with pytest.raises(AttributeError, match="'DistributedDataParallel' object has no attribute"):
+        _ = model.no_such_attribute
+    with tideflow.mock_torch.enabled(), pytest.raises(AttributeError, match="in_features"):
+        _ = model.in_features  # PyTorch's wrapper has only its own attributes
 
 
 @pytest.fixture(scope="module")

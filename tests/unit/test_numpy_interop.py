@@ -5,6 +5,7 @@ requires grad follows OneFlow under `flow` and PyTorch under `mock_torch`."""
 
 from __future__ import annotations
 
+import doctest
 import operator
 
 import numpy as np
@@ -14,6 +15,7 @@ import tideflow as flow
 import tideflow.mock_torch
 from tideflow.testing.accuracy import unit_roundoff
 from tideflow.testing.harness import as_numpy
+from tideflow.utils import dlpack
 
 torch = pytest.importorskip("torch")
 
@@ -165,3 +167,53 @@ def test_numpy_of_a_tensor_that_requires_grad_follows_pytorch_under_mock_torch()
             x.numpy()
         np.testing.assert_array_equal(x.detach().numpy(), [1.0, 1.0])
     np.testing.assert_array_equal(x.numpy(), [1.0, 1.0])  # the session is over
+
+
+# -- DLPack ------------------------------------------------------------------------------------
+def test_dlpack_shares_memory_with_numpy_and_pytorch():
+    t = flow.zeros(3)
+    np.from_dlpack(t)[0] = 1.0
+    torch.from_dlpack(t)[1] = 2.0
+    assert t.tolist() == [1.0, 2.0, 0.0]
+    a = np.zeros(2)
+    flow.from_dlpack(a).add_(3.0)
+    theirs = torch.zeros(2)
+    flow.utils.dlpack.from_dlpack(theirs).fill_(4.0)
+    assert a.tolist() == [3.0, 3.0] and theirs.tolist() == [4.0, 4.0]
+
+
+def test_to_dlpack_capsules_round_trip_writable():
+    t = flow.arange(3, dtype=flow.int32)
+    back = flow.utils.dlpack.from_dlpack(flow.utils.dlpack.to_dlpack(t))
+    back.mul_(2)
+    assert back.dtype == flow.int32 and t.tolist() == [0, 2, 4]
+    legacy = flow.from_dlpack(np.arange(2.0).__dlpack__())  # an unversioned capsule
+    assert legacy.tolist() == [0.0, 1.0] and not legacy.numpy().flags.writeable
+
+
+def test_dlpack_refusals_name_the_problem():
+    with pytest.raises(flow.DTypeError, match=r"can't export a tideflow\.bfloat16 tensor"):
+        np.from_dlpack(flow.zeros(2, dtype=flow.bfloat16))
+    with pytest.raises(TypeError, match="expected an object with __dlpack__"):
+        flow.from_dlpack([1.0, 2.0])
+    x = flow.ones(2, requires_grad=True)
+    assert np.from_dlpack(x).tolist() == [1.0, 1.0]  # OneFlow shares it
+    with tideflow.mock_torch.enabled():
+        import torch.utils.dlpack as mocked_dlpack
+
+        assert mocked_dlpack is flow.utils.dlpack
+        with pytest.raises(flow.AutogradError, match="requires grad"):
+            mocked_dlpack.to_dlpack(x)
+
+
+@pytest.mark.usefixtures("local_dispatch")
+def test_a_global_tensor_exports_only_its_shard():
+    g = flow.ones(2).to_global(flow.placement("cpu", [0]), flow.sbp.broadcast)
+    with pytest.raises(flow.TideflowError, match="export its shard"):
+        flow.utils.dlpack.to_dlpack(g)
+    assert np.from_dlpack(g.to_local()).tolist() == [1.0, 1.0]
+
+
+def test_dlpack_docstring_examples_run():
+    result = doctest.testmod(dlpack, extraglobs={"flow": flow, "np": np}, verbose=False)
+    assert result.failed == 0 and result.attempted > 0

@@ -5,12 +5,16 @@ hashable values with OneFlow's repr."""
 from __future__ import annotations
 
 import copy
+import doctest
+import importlib
 import pickle
 
 import numpy as np
 import pytest
 
 import tideflow as flow
+from tideflow.parallel import global_mode as global_mode_module
+from tideflow.parallel import sbp as sbp_module
 
 pytestmark = pytest.mark.usefixtures("local_dispatch")
 
@@ -107,3 +111,40 @@ def test_module_to_global_takes_an_sbp_or_a_function_of_the_tensor():
     lin = flow.nn.Linear(3, 2)
     lin.to_global(p, lambda t: flow.sbp.split(0) if t.ndim == 2 else flow.sbp.broadcast)
     assert lin.weight.sbp == (flow.sbp.split(0),) and lin.bias.sbp == (flow.sbp.broadcast,)
+
+
+# -- global_mode -------------------------------------------------------------------------------
+def test_global_mode_makes_creators_global_and_nests():
+    from tideflow.utils.global_view import current_global_mode, global_mode
+
+    p = flow.placement("cpu", [0])
+    with global_mode(True, placement=p, sbp=flow.sbp.split(0)):
+        mode = current_global_mode()
+        assert mode.is_enabled and mode.placement == p and mode.sbp == (flow.sbp.split(0),)
+        made = [flow.ones(2, 3), flow.randn(4, device="cpu"), flow.arange(3), flow.eye(2)]
+        with global_mode(False):
+            assert not flow.zeros(2).is_global and not current_global_mode().is_enabled
+        assert flow.zeros(2).is_global  # the outer mode is back
+    assert all(t.is_global and t.sbp == (flow.sbp.split(0),) for t in made)
+    assert not flow.ones(2).is_global and current_global_mode().placement is None
+
+
+def test_global_mode_needs_a_placement_and_sbp():
+    from tideflow.utils.global_view import global_mode
+
+    with pytest.raises(ValueError, match="needs both placement= and sbp="):
+        global_mode(True, placement=flow.placement("cpu", [0]))
+    with pytest.raises(TypeError, match=r"placement must be a flow\.placement"):
+        global_mode(True, placement="cpu", sbp=flow.sbp.broadcast)
+    with pytest.raises(TypeError, match=r"sbp must be a flow\.sbp"):
+        global_mode(True, placement=flow.placement("cpu", [0]), sbp="B")
+
+
+# NOTE: `tideflow.parallel.placement` the attribute is the class; the module is imported by name
+placement_module = importlib.import_module("tideflow.parallel.placement")
+
+
+@pytest.mark.parametrize("module", [placement_module, sbp_module, global_mode_module, flow.env])
+def test_docstring_examples_run(module):
+    result = doctest.testmod(module, extraglobs={"flow": flow}, verbose=False)
+    assert result.failed == 0 and result.attempted > 0

@@ -14,7 +14,7 @@ import numpy as np
 from . import dtype as dtypes
 from .conventions import follows_pytorch
 from .device import CPU
-from .errors import AutogradError, TideflowError
+from .errors import AutogradError, DTypeError, TideflowError
 from .printing import format_tensor
 
 
@@ -196,6 +196,33 @@ class Tensor:
     def __array__(self, dtype=None, copy=None):
         a = self._data
         return a if dtype is None else a.astype(dtype, copy=False)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """The tensor's memory as a DLPack capsule (NumPy's export of the data), for
+        `np.from_dlpack`, `torch.from_dlpack` or `flow.from_dlpack`."""
+        if self.is_global:
+            raise TideflowError(
+                "__dlpack__: a global tensor has no single memory to share; export its shard "
+                "(tensor.to_local())"
+            )
+        if self.requires_grad and follows_pytorch():
+            raise AutogradError(
+                "__dlpack__: can't export a tensor that requires grad; use tensor.detach()"
+            )
+        try:
+            return self._data.__dlpack__(
+                stream=stream, max_version=max_version, dl_device=dl_device, copy=copy
+            )
+        except BufferError as e:
+            raise DTypeError(f"__dlpack__: can't export a {self.dtype} tensor: {e}") from None
+
+    def __dlpack_device__(self) -> tuple:
+        return self._data.__dlpack_device__()
+
+    def to_dlpack(self):
+        """A DLPack capsule sharing the tensor's memory. It is DLPack 1.0's versioned capsule,
+        which says whether the memory is writable, so importers may write to it."""
+        return self.__dlpack__(max_version=(1, 0))
 
     def item(self):
         if self._data.size != 1:

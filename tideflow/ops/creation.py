@@ -23,6 +23,7 @@ from ..framework.dispatch import inplace
 from ..framework.errors import TideflowError
 from ..framework.sbp import Split
 from ..framework.tensor import Tensor, make_tensor
+from ._default_layout import DEFAULT
 from ._rules import B, Meta, Signature, defop, dispatch, methods, sizes_arg
 
 __all__ = [
@@ -51,13 +52,15 @@ def _check_device(device) -> None:
 def global_layout(op: str, device, placement, sbp, like: Tensor | None = None, ndim=None):
     """`(placement, sbp)` of the global tensor `op` creates, or None for a local one. A global
     `like` (the input of `*_like`, the tensor of `new_*`) gives what is not given; for a
-    result of `ndim` dims, its splits of dims the result lacks become broadcast."""
+    result of `ndim` dims, its splits of dims the result lacks become broadcast. Without
+    either, an enclosing `global_mode` gives the layout (and a `device=` is ignored, as in
+    OneFlow)."""
     if like is not None and like.is_global:
         placement = like.placement if placement is None else placement
         if sbp is None:
             sbp = like.sbp if ndim is None else tuple(_fitted(s, ndim) for s in like.sbp)
     elif placement is None and sbp is None:
-        return None
+        return DEFAULT.layout
     elif device is not None:
         raise TideflowError(
             f"{op}: give device= for a local tensor or placement= and sbp= for a global one, "

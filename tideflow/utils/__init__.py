@@ -1,6 +1,6 @@
-"""Utilities: `data` (datasets, samplers, DataLoader) and `global_view` (nested containers of
-global tensors)."""
+"""Utilities: `data` (datasets, samplers, DataLoader), `dlpack` (memory shared with other
+array libraries) and `global_view` (nested containers of global tensors, global mode)."""
 
-from . import data, global_view
+from . import data, dlpack, global_view
 
-__all__ = ["data", "global_view"]
+__all__ = ["data", "dlpack", "global_view"]

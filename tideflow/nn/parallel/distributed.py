@@ -21,6 +21,7 @@ import numpy as np
 from ...distributed.backend import Communicator
 from ...distributed.groups import ProcessGroup, communicator, group
 from ...framework import dtype as dtypes
+from ...framework.conventions import follows_pytorch
 from ...framework.errors import TideflowError
 from ...framework.grad_mode import is_grad_enabled
 from ...framework.tensor import Tensor
@@ -57,6 +58,10 @@ class DistributedDataParallel(Module):
     - `static_graph=True`: the set of unused parameters is found once, in the first iteration.
     - `gradient_as_bucket_view=True`: `.grad` tensors are views of the communication buckets
       (no copy back after the reduction).
+    - `use_bucket=False` (OneFlow's keyword): each gradient is reduced alone as soon as it is
+      ready (no buckets; `bucket_size` and `bucket_cap_mb` are then ignored).
+    - As OneFlow's DDP (which returns the module itself), the wrapper answers attributes it
+      lacks with the module's (`ddp.in_features`); under `mock_torch` it does not, as PyTorch's.
 
     `device_ids` and `output_device` must be None: modules are on the CPU. The wrapper's
     `state_dict()` keys start with "module.", as PyTorch's do; save `ddp.module.state_dict()`
@@ -86,6 +91,7 @@ class DistributedDataParallel(Module):
         static_graph: bool = False,
         *,
         bucket_size: int | None = None,
+        use_bucket: bool = True,
         forward_sync_buffers: bool | None = None,
     ) -> None:
         super().__init__()
@@ -111,7 +117,7 @@ class DistributedDataParallel(Module):
         self.forward_sync_buffers, init_sync_buffers = _buffer_sync(
             broadcast_buffers, forward_sync_buffers
         )
-        caps = _bucket_caps(bucket_cap_mb, bucket_size)
+        caps = _bucket_caps(bucket_cap_mb, bucket_size) if use_bucket else BucketCaps(params=1)
         self.bucket_bytes_cap = caps.bytes
         self._comm = _communicator(self.process_group)
         self._reducer: Reducer | None = None
@@ -132,6 +138,15 @@ class DistributedDataParallel(Module):
             find_unused=find_unused_parameters,
             static_graph=static_graph,
         )
+
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            module = self.__dict__.get("_modules", {}).get("module")
+            if module is None or follows_pytorch() or not hasattr(module, name):
+                raise
+            return getattr(module, name)
 
     @property
     def broadcast_buffers(self) -> bool:
