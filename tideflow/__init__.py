@@ -12,6 +12,7 @@ from . import (
     comm,
     distributed,
     env,
+    fft,
     linalg,
     models,
     nn,
