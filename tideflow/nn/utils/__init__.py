@@ -1,6 +1,7 @@
-"""`nn.utils`: gradient clipping, parameter/vector conversion and sequence padding (`rnn`)."""
+"""`nn.utils`: gradient clipping, parameter/vector conversion, sequence padding (`rnn`) and
+parametrizations (`parametrize`, `parametrizations`)."""
 
-from . import rnn
+from . import parametrizations, parametrize, rnn
 from .clip_grad import clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
 from .convert_parameters import parameters_to_vector, vector_to_parameters
 
@@ -10,6 +11,8 @@ __all__ = [
     "clip_grads_with_norm_",
     "get_total_norm",
     "parameters_to_vector",
+    "parametrizations",
+    "parametrize",
     "rnn",
     "vector_to_parameters",
 ]
