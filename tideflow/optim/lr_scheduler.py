@@ -39,6 +39,8 @@ __all__ = [
     "CyclicLR",
     "CosineAnnealingWarmRestarts",
     "OneCycleLR",
+    "WarmupLR",
+    "WarmUpLR",
 ]
 
 EPOCH_DEPRECATION_WARNING = (
@@ -1072,3 +1074,103 @@ def _one_cycle_phases(pct_start: float, total_steps: int, three_phase: bool) -> 
 def _phase(end_step, start_lr: str, end_lr: str, start_momentum: str, end_momentum: str) -> dict:
     return {"end_step": end_step, "start_lr": start_lr, "end_lr": end_lr,
             "start_momentum": start_momentum, "end_momentum": end_momentum}  # fmt: skip
+
+
+class WarmupLR(_Composite, LRScheduler):
+    """OneFlow's warmup: for the first `warmup_iters` steps the learning rate is scaled by
+    `warmup_factor` ('constant') or rises linearly from `warmup_factor` times the initial rate
+    to where the wrapped scheduler is at step `warmup_iters` ('linear'); then the wrapped
+    scheduler's rates (or the initial ones, when an optimizer is given). With
+    `warmup_prefix`, the wrapped scheduler starts after the warmup, from its own step 0, and
+    the linear warmup ends at the initial rate.
+
+    >>> import tideflow as flow
+    >>> from tideflow.optim import lr_scheduler
+    >>> opt = flow.optim.SGD([flow.nn.Parameter(flow.zeros(2))], lr=0.001)
+    >>> sched = lr_scheduler.WarmupLR(opt, warmup_factor=0.5, warmup_iters=5)
+    >>> sched.get_last_lr()
+    [0.0005]
+    """
+
+    def __init__(
+        self, scheduler_or_optimizer, warmup_factor: float = 1.0 / 3, warmup_iters: int = 5,
+        warmup_method: str = "linear", warmup_prefix: bool = False,
+    ) -> None:  # fmt: skip
+        if isinstance(scheduler_or_optimizer, LRScheduler):
+            inner, optimizer = scheduler_or_optimizer, scheduler_or_optimizer.optimizer
+        elif isinstance(scheduler_or_optimizer, Optimizer):
+            inner, optimizer = None, scheduler_or_optimizer
+        else:
+            raise TypeError(
+                "WarmupLR: scheduler_or_optimizer must be an LRScheduler or an Optimizer, got "
+                f"{type(scheduler_or_optimizer).__name__}"
+            )
+        if warmup_method not in ("linear", "constant"):
+            raise ValueError(
+                f"WarmupLR: warmup_method must be 'linear' or 'constant', got {warmup_method!r}"
+            )
+        if inner is None and warmup_iters <= 0:
+            raise ValueError("WarmupLR: warmup_iters must be positive when warming up an optimizer")
+        self._schedulers = [] if inner is None else [inner]
+        self.warmup_factor = warmup_factor
+        self.warmup_iters = warmup_iters
+        self.warmup_method = warmup_method
+        self.warmup_prefix = warmup_prefix
+        # the wrapped scheduler's own rates: it computes each step from its previous one
+        self._inner_lrs = _group_values(optimizer, "lr")
+        self._end_factors = self._linear_end_factors(optimizer)
+        super().__init__(optimizer)
+
+    def _linear_end_factors(self, optimizer: Optimizer) -> list[float]:
+        """Where a linear warmup ends, relative to each group's initial rate: 1, or the
+        wrapped scheduler's rate at step `warmup_iters` (from its closed form)."""
+        groups = len(optimizer.param_groups)
+        if self.warmup_method != "linear" or not self._schedulers or self.warmup_prefix:
+            return [1.0] * groups
+        inner = self._schedulers[0]
+        closed_form = getattr(inner, "_get_closed_form_lr", None)
+        if closed_form is None:
+            raise ValueError(
+                f"WarmupLR: a linear warmup into {type(inner).__name__} ends at its rate at step "
+                f"{self.warmup_iters}, which needs a closed form it does not have; use "
+                "warmup_prefix=True or warmup_method='constant'"
+            )
+        current = inner.last_epoch
+        inner.last_epoch = self.warmup_iters
+        try:
+            end = closed_form()
+        finally:
+            inner.last_epoch = current
+        return [e / b for e, b in zip(end, inner.base_lrs, strict=True)]
+
+    def step(self, epoch: int | None = None) -> None:
+        if epoch is not None:
+            raise ValueError("WarmupLR: step() takes no epoch")
+        self._advance_inner(self.last_epoch + 1)
+        super().step()
+
+    def _advance_inner(self, step: int) -> None:
+        """Step the wrapped scheduler to `step` (shifted by the warmup with a prefix) from its
+        own previous rates, whatever the warmup wrote into the optimizer."""
+        own_step = step - self.warmup_iters if self.warmup_prefix else step
+        if not self._schedulers or own_step <= 0:
+            return
+        for group, lr in zip(self.optimizer.param_groups, self._inner_lrs, strict=True):
+            group["lr"] = lr
+        self._schedulers[0].step()
+        self._inner_lrs = _group_values(self.optimizer, "lr")
+
+    def get_lr(self) -> list[float]:
+        step = self.last_epoch
+        if step < self.warmup_iters:
+            if self.warmup_method == "constant":
+                return [base * self.warmup_factor for base in self.base_lrs]
+            start = self.warmup_factor
+            return [
+                base * (start + (end - start) * step / self.warmup_iters)
+                for base, end in zip(self.base_lrs, self._end_factors, strict=True)
+            ]
+        return list(self._inner_lrs) if self._schedulers else list(self.base_lrs)
+
+
+WarmUpLR = WarmupLR  # NOTE: OneFlow's documentation spells it both ways
