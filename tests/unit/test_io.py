@@ -109,10 +109,38 @@ def test_every_dtype_and_shape_roundtrips_bit_exactly(dtype, shape):
         data = rng.random(shape) < 0.5
     elif dtype.is_floating_point:
         data = rng.standard_normal(shape) * 1e3
+    elif dtype.is_complex:
+        data = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)) * 1e3
     else:
         data = rng.integers(np.iinfo(dtype.np).min, np.iinfo(dtype.np).max, shape)
     t = flow.tensor(data, dtype=dtype)
     assert_identical(roundtrip({"t": t}), {"t": t})
+
+
+def test_complex128_is_stored_as_float64_pairs_that_safetensors_readers_see():
+    buffer = io.BytesIO()
+    z = flow.tensor([[1 + 2j, -3.5j]], dtype=flow.complex128)
+    save({"z": z}, buffer)
+    stored = safetensors.numpy.load(buffer.getvalue())["z"]
+    assert stored.dtype == np.float64 and stored.tolist() == [[[1.0, 2.0], [0.0, -3.5]]]
+    with pytest.raises(flow.TideflowError, match=r"tensor 'z' is complex128, which safetensors "):
+        save_safetensors({"z": z}, io.BytesIO())
+
+
+def test_a_complex128_record_over_other_data_is_refused():
+    buffer = io.BytesIO()
+    save({"z": flow.ones(3, dtype=flow.complex128), "w": flow.ones(3)}, buffer)
+    buffer.seek(0)
+    arrays, metadata = _file.read(buffer, "test")
+    document = json.loads(metadata["tideflow"])
+    document["tensors"][1]["dtype"] = "complex128"  # w's float32 [3] data
+    text = json.dumps(document)
+    metadata = {"tideflow": text, "tideflow.crc32": _checkpoint._checksum(text, arrays)}
+    crafted = io.BytesIO()
+    _file.write(arrays, metadata, crafted, "test")
+    crafted.seek(0)
+    with pytest.raises(flow.TideflowError, match=r"stored as float64 pairs .* got float32 \[3\]"):
+        load(crafted)
 
 
 def test_bfloat16_special_values_keep_their_bits():

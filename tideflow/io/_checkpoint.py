@@ -31,6 +31,9 @@ _CHECKSUM_KEY = "tideflow.crc32"
 _DOCUMENT_FIELDS = {"version", "tensors", "root"}
 _OPTIONAL_FIELDS = {"arrays"}  # written only when needed: files without them read as before
 _RECORD_FIELDS = {"data", "type", "requires_grad"}
+# A record's "dtype" is the tensor's when its stored data has another: complex128, which
+# safetensors lacks, is stored as float64 (real, imag) pairs on a last axis of 2.
+_PAIRED = {"complex128": (np.complex128, np.float64)}
 
 
 def save(obj, f) -> None:
@@ -48,9 +51,10 @@ def save(obj, f) -> None:
     (built-in types, `__slots__`) and functions other than tideflow's own raise a
     TideflowError naming where they sit.
 
-    Tensors are stored as safetensors tensors (contiguous); Parameters and `requires_grad`
-    are restored. A tensor object that appears twice loads as one object, and tensors that
-    view the same memory the same way (tied weights) are stored once and load sharing memory.
+    Tensors are stored as safetensors tensors (contiguous; complex128, which safetensors
+    lacks, as float64 (real, imag) pairs); Parameters and `requires_grad` are restored. A
+    tensor object that appears twice loads as one object, and tensors that view the same
+    memory the same way (tied weights) are stored once and load sharing memory.
     Other overlapping views are stored as separate copies.
 
     Saving to a path is atomic: a crash mid-save leaves the previous file intact.
@@ -201,10 +205,15 @@ def _tensor_table(tensors: list[Tensor], names: list[str]):
     for t, name in zip(tensors, names, strict=True):
         a = t._data
         data = stored_as.setdefault((a.ctypes.data, a.shape, a.strides, a.dtype), name)
-        if data == name:
-            arrays[name] = as_contiguous(a)
         kind = "Parameter" if isinstance(t, Parameter) else "Tensor"
-        records.append({"data": data, "type": kind, "requires_grad": t.requires_grad})
+        record = {"data": data, "type": kind, "requires_grad": t.requires_grad}
+        stored = as_contiguous(a)
+        if a.dtype.name in _PAIRED:
+            record["dtype"] = a.dtype.name
+            stored = stored.reshape(-1).view(_PAIRED[a.dtype.name][1]).reshape(*a.shape, 2)
+        if data == name:
+            arrays[name] = stored
+        records.append(record)
     return records, arrays
 
 
@@ -264,7 +273,7 @@ def _tensor_objects(
     relocated once however many tensors share it."""
     if type(records) is not list:
         raise TideflowError(f"{context}: malformed checkpoint: the tensor table is not a list")
-    stored: dict[str, Tensor] = {}
+    stored: dict[tuple[str, str | None], Tensor] = {}
     tensors = []
     for i, record in enumerate(records):
         try:
@@ -276,23 +285,40 @@ def _tensor_objects(
     return tensors
 
 
-def _tensor_object(record, arrays, stored: dict[str, Tensor], relocate) -> Tensor:
+def _tensor_object(record, arrays, stored: dict[tuple, Tensor], relocate) -> Tensor:
     if not (
         type(record) is dict
-        and set(record) == _RECORD_FIELDS
+        and _RECORD_FIELDS <= set(record) <= _RECORD_FIELDS | {"dtype"}
         and type(record["data"]) is str
         and record["data"] in arrays
         and record["type"] in ("Tensor", "Parameter")
         and type(record["requires_grad"]) is bool
+        and record.get("dtype") in (None, *_PAIRED)
     ):
-        raise TideflowError(f"expected the fields {sorted(_RECORD_FIELDS)} naming stored data")
-    data = record["data"]
-    if data not in stored:
-        stored[data] = relocate(make_tensor(arrays[data]))
-    t = make_tensor(stored[data]._data)
+        raise TideflowError(
+            f"expected the fields {sorted(_RECORD_FIELDS)} naming stored data (and optionally "
+            f"a dtype among {sorted(_PAIRED)})"
+        )
+    key = (record["data"], record.get("dtype"))
+    if key not in stored:
+        stored[key] = relocate(make_tensor(_unpaired(arrays[key[0]], key[1])))
+    t = make_tensor(stored[key]._data)
     if record["type"] == "Parameter":
         return Parameter(t, requires_grad=record["requires_grad"])
     return t.requires_grad_(True) if record["requires_grad"] else t
+
+
+def _unpaired(array: np.ndarray, dtype: str | None) -> np.ndarray:
+    """The stored `array` as a tensor's data of `dtype` (None: as it is)."""
+    if dtype is None:
+        return array
+    wanted, parts = _PAIRED[dtype]
+    if array.dtype != parts or array.ndim == 0 or array.shape[-1] != 2:
+        raise TideflowError(
+            f"a {dtype} tensor is stored as {np.dtype(parts)} pairs (shape [..., 2]), got "
+            f"{array.dtype} {list(array.shape)}"
+        )
+    return array.view(wanted)[..., 0]
 
 
 def _numpy_arrays(records, arrays: dict[str, np.ndarray], context: str) -> list[np.ndarray]:

@@ -33,7 +33,10 @@ _FROM_CODE = {
     "BF16": dtypes.bfloat16,
     "F32": dtypes.float32,
     "F64": dtypes.float64,
+    "C64": dtypes.complex64,
 }
+# A tideflow dtype safetensors has no code for; `flow.save` stores it as float64 pairs.
+UNSTORABLE = {dtypes.complex128}
 _METADATA_KEY = "__metadata__"  # the header entry safetensors reserves for the str->str map
 _MAX_HEADER_BYTES = 100_000_000  # safetensors' limit on the JSON header, on write and read
 _NOT_SAFETENSORS_HINT = (
@@ -71,6 +74,11 @@ def write(arrays: Mapping[str, np.ndarray], metadata: Mapping[str, str], f, cont
     keep_alive = []  # TensorSpec holds raw pointers: the arrays must outlive serialization
     specs = {}
     for name, array in arrays.items():
+        if dtypes.from_numpy(array.dtype) in UNSTORABLE:
+            raise TideflowError(
+                f"{context}: tensor {name!r} is {array.dtype}, which safetensors cannot store "
+                "(flow.save stores it as float64 pairs; here, save flow.view_as_real(t))"
+            )
         contiguous = as_contiguous(array)
         keep_alive.append(contiguous)
         specs[name] = TensorSpec(
