@@ -142,3 +142,14 @@ def test_ctc_loss_names_the_lengths_that_do_not_fit():
         F.ctc_loss(x, flow.tensor([[1, 7], [2, 1]]), (4, 4), (2, 2))
     with pytest.raises(ValueError, match="ctc_loss: reduction"):
         F.ctc_loss(x, targets, (4, 4), (2, 2), reduction="max")
+
+
+# -- nn.common_types ------------------------------------------------------------------------
+def test_common_types_has_pytorchs_aliases():
+    torch_types = pytest.importorskip("torch.nn.common_types")
+    from tideflow.nn import common_types
+
+    def aliases(module):
+        return {n for n in vars(module) if n.startswith("_") and n.endswith("_t")}
+
+    assert aliases(common_types) == aliases(torch_types)
