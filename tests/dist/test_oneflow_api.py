@@ -1,6 +1,6 @@
 """OneFlow's API details on 2 real processes (workers/oneflow_api.py): placement ranks,
-sbp values called as functions, global_mode, numpy()/DLPack of global tensors, and
-DistributedDataParallel's use_bucket and attribute forwarding."""
+sbp values called as functions, global_mode, numpy()/DLPack of global tensors, autograd.grad
+of global tensors, and DistributedDataParallel's use_bucket and attribute forwarding."""
 
 from __future__ import annotations
 

@@ -24,10 +24,6 @@ _HOST_VALUES = frozenset({"allclose", "allclose.equal_nan", "equal"})
 # (record, layout or None for both) -> why it cannot run here.
 _CANNOT = {
     ("optim.LAMB", "split"): "lamb_update's trust ratio needs whole parameters (broadcast only)",
-    # NOTE: open: autograd.grad does not yet take global outputs and grad_outputs (only
-    # Tensor.backward converts them); these records run a backward op through it.
-    ("nn.functional.nll_loss.backward", None): "autograd.grad of global tensors",
-    ("nn.functional.embedding.backward", None): "autograd.grad of global tensors",
 }
 
 pytestmark = pytest.mark.usefixtures("local_dispatch")

@@ -351,3 +351,19 @@ def test_global_ops_compose_with_autocast():
     with flow.autocast("cpu", dtype=flow.bfloat16):
         y = x @ x
     assert y.is_global and y.dtype == flow.bfloat16
+
+
+def test_autograd_grad_of_global_tensors():
+    x = g(np.arange(3.0), S.split(0), requires_grad=True)
+    y = (x * x).sum()
+    (gx,) = flow.autograd.grad(y, x, create_graph=True)
+    assert gx.is_global and gx.sbp == (S.split(0),)
+    np.testing.assert_allclose(gx.numpy(), 2 * np.arange(3.0))
+    (ggx,) = flow.autograd.grad(gx.sum(), x)  # through the first gradient's graph
+    np.testing.assert_allclose(ggx.numpy(), [2.0, 2.0, 2.0])
+    h = x * 3  # a non-leaf input: its gradient comes in the dual layout
+    seed = g(np.ones(3), S.broadcast)
+    (gh,) = flow.autograd.grad((h * h).sum(), h, retain_graph=True)
+    np.testing.assert_allclose(gh.numpy(), 6 * np.arange(3.0))
+    flow.autograd.backward([h], [seed])
+    np.testing.assert_allclose(x.grad.numpy(), [3.0, 3.0, 3.0])

@@ -16,10 +16,21 @@ def _as_list(x) -> list:
     return list(x) if isinstance(x, tuple | list) else [x]
 
 
+def _roots(tensors: list, grads: list) -> tuple[list, list]:
+    """Where backward starts from each tensor, with its seed gradient (a global tensor starts
+    from its shard)."""
+    pairs = [
+        t._grad_root(g) if isinstance(t, Tensor) else (t, g)
+        for t, g in zip(tensors, grads, strict=True)
+    ]
+    return [t for t, _ in pairs], [g for _, g in pairs]
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """Accumulate gradients of `tensors` into the leaves (or only into `inputs`)."""
     tensors = _as_list(tensors)
     grads = _as_list(grad_tensors) or [None] * len(tensors)
+    tensors, grads = _roots(tensors, grads)
     run_backward(
         tensors,
         grads,
@@ -41,6 +52,7 @@ def grad(
     """Gradients of `outputs` with respect to `inputs`, returned instead of accumulated."""
     outputs = _as_list(outputs)
     grads = _as_list(grad_outputs) or [None] * len(outputs)
+    outputs, grads = _roots(outputs, grads)
     inputs_list = _as_list(inputs)
     result = run_backward(
         outputs,
@@ -51,6 +63,9 @@ def grad(
         allow_unused=allow_unused or materialize_grads,
         accumulate=False,
         what="autograd.grad",
+    )
+    result = tuple(
+        g if g is None else x._grad_result(g) for x, g in zip(inputs_list, result, strict=True)
     )
     if materialize_grads:
         result = tuple(

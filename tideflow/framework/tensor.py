@@ -47,6 +47,7 @@ class Tensor:
     grad_fn = None
     _out_nr = 0  # which output of grad_fn this tensor is
     _base = None  # the tensor this one is a view of
+    _view = None  # a view op's output: (autograd base, view steps, version), framework/views.py
     _accum = None  # the AccumulateGrad node of a leaf
     _retains_grad = False
 
@@ -299,6 +300,15 @@ class Tensor:
         t._version = self._version
         t._base = self._base if self._base is not None else self
         return t
+
+    # -- where autograd.grad/backward start and what they return (global tensors convert) --
+    def _grad_root(self, gradient) -> tuple[Tensor, object]:
+        """(the tensor backward starts from, its gradient as given)."""
+        return self, gradient
+
+    def _grad_result(self, g: Tensor) -> Tensor:
+        """A gradient the engine captured at this tensor, as `autograd.grad` returns it."""
+        return g
 
     def detach_(self) -> Tensor:
         self.grad_fn = None

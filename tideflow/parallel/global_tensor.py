@@ -237,6 +237,9 @@ class GlobalTensor(Tensor):
         """Backpropagate from this global tensor (every rank must call it). Without
         `gradient` the tensor must hold one element; a `gradient` must be global on the same
         placement."""
+        Tensor.backward(*self._grad_root(gradient), retain_graph, create_graph, inputs)
+
+    def _grad_root(self, gradient) -> tuple[Tensor, Tensor]:
         root, layout = _backward_root(self)
         if gradient is None:
             if self.numel() != 1:
@@ -245,10 +248,14 @@ class GlobalTensor(Tensor):
                     f"tensor has shape {list(self._logical)}; pass `gradient=` (a global tensor "
                     "of that shape)"
                 )
-            local = make_tensor(np.ones(root._data.shape, root._data.dtype))
-        else:
-            local = _gradient_shard(self, gradient, dual_nd(layout))
-        Tensor.backward(root, local, retain_graph, create_graph, inputs)
+            return root, make_tensor(np.ones(root._data.shape, root._data.dtype))
+        return root, _gradient_shard(self, gradient, dual_nd(layout))
+
+    def _grad_result(self, g: Tensor) -> GlobalTensor:
+        # NOTE: as the `grad` property: a leaf's gradient arrives in its own layout, a
+        # non-leaf's in the dual one.
+        layout = self._nd_sbp if self.grad_fn is None else dual_nd(self._nd_sbp)
+        return wrap(g, self._placement, layout, self._logical)
 
     def __deepcopy__(self, memo) -> GlobalTensor:
         if self.grad_fn is not None:
@@ -387,6 +394,5 @@ def _gradient_shard(t: GlobalTensor, gradient, layout: tuple) -> Tensor:
             f"{list(gradient._logical)} does not match the tensor on {t._placement!r} with "
             f"shape {list(t._logical)}"
         )
-    with no_grad():
-        local = _plain(gradient)
-        return box(local, t._logical, t._placement, gradient._nd_sbp, layout)
+    # NOTE: differentiable (create_graph with a gradient that requires grad: double backward)
+    return box(local_view(gradient), t._logical, t._placement, gradient._nd_sbp, layout)

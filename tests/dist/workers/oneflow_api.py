@@ -1,7 +1,7 @@
 """Run on every rank under mpiexec (2 ranks): OneFlow's API details on real processes:
 placement ranks as arrays, sbp values called as functions, global_mode's creators, numpy()
-of global tensors that require grad, DLPack of shards, and DistributedDataParallel's
-use_bucket and attribute forwarding."""
+of global tensors that require grad, DLPack of shards, autograd.grad of global tensors, and
+DistributedDataParallel's use_bucket and attribute forwarding."""
 
 from __future__ import annotations
 
@@ -52,6 +52,17 @@ def check_numpy_and_dlpack_of_global_tensors() -> None:
     close(np.from_dlpack(shard), np.ones((2, 2)), "the shard through DLPack")
 
 
+def check_autograd_grad() -> None:
+    for layout in (S.broadcast, S.split(0)):
+        x = flow.arange(2.0 * SIZE).to_global(ALL, S.broadcast).to_global(sbp=layout)
+        x.requires_grad_()
+        (gx,) = flow.autograd.grad((x * x).sum(), x, create_graph=True)
+        assert gx.is_global and gx.sbp == (layout,)
+        close(gx.numpy(), 2 * np.arange(2.0 * SIZE), f"grad in {layout}")
+        (ggx,) = flow.autograd.grad(gx.sum(), x)
+        close(ggx.numpy(), np.full(2 * SIZE, 2.0), f"second order in {layout}")
+
+
 def _grads(model, x) -> list:
     model(x).pow(2).sum().backward()
     return [p.grad.numpy().copy() for p in model.module.parameters()]
@@ -73,5 +84,6 @@ check_placements()
 check_sbp_called_as_functions()
 check_global_mode()
 check_numpy_and_dlpack_of_global_tensors()
+check_autograd_grad()
 check_ddp()
 done()
