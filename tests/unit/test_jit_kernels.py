@@ -1,13 +1,15 @@
 """Generated CPU kernels (backends/jit_kernels) against the NumPy kernels they stand in for:
 same outputs (shapes, dtypes, in-place writes), values equal (optimizer updates: bit for bit)
 or within a float sum's error bound, for float32 and float64, odd and empty shapes, NaN and
-inf; other dtypes and layouts go to the NumPy kernel; TIDEFLOW_JIT=0 turns them all off."""
+inf; bfloat16 through the float32 loops, rounded once; other dtypes and layouts go to the NumPy
+kernel; TIDEFLOW_JIT=0 turns them all off."""
 
 import math
 import os
 import subprocess
 import sys
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -475,3 +477,53 @@ def test_tideflow_jit_0_uses_numpy_kernels():
                          timeout=120, check=True).stdout.split()  # fmt: skip
     assert math.isclose(float(out[0]), 3 * (1 - 0.1 * 0.01) - 3 * 0.1, rel_tol=1e-5)
     assert out[1] == "False"  # numba never imported
+
+
+# -- bfloat16 through float32 ---------------------------------------------------------------------
+def test_bfloat16_casts_match_ml_dtypes_on_every_value():
+    gen, ref = _pair("cast")
+    every = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(ml_dtypes.bfloat16)
+    wide = gen(every, dtype=flow.float32)
+    np.testing.assert_array_equal(wide, ref(every, dtype=flow.float32))
+    # float32 values: random bit patterns (NaNs, infs, denormals included), exact ties
+    # between two bfloat16s (nearest even decides), values that round up to inf
+    rng = np.random.default_rng(21)
+    bits = rng.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32)
+    ties = (np.arange(2**16, dtype=np.uint32) << 16) | 0x8000
+    x = np.concatenate([bits, ties]).view(np.float32)
+    x = np.concatenate([x, np.float32([3.4e38, -3.4e38, np.inf, -np.inf, 0.0, -0.0])])
+    narrow = gen(x, dtype=flow.bfloat16)
+    want = ref(x, dtype=flow.bfloat16)
+    assert narrow.dtype == want.dtype
+    nan = np.isnan(want.astype(np.float32))
+    np.testing.assert_array_equal(np.isnan(narrow.astype(np.float32)), nan)
+    np.testing.assert_array_equal(narrow.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
+    # other conversions are NumPy's
+    np.testing.assert_array_equal(gen(x[:10], dtype=flow.float64), ref(x[:10], dtype=flow.float64))
+
+
+@pytest.mark.parametrize(
+    ("name", "attrs", "n_in"),
+    [
+        ("gelu", {"approximate": "none"}, 1),
+        ("gelu_backward", {"approximate": "tanh"}, 2),
+        ("softmax", {"dim": -1}, 1),
+        ("log_softmax_backward", {"dim": -1}, 2),
+    ],
+)
+def test_bfloat16_operands_compute_in_float32_and_round_once(name, attrs, n_in):
+    gen, ref = _pair(name)
+    rng = np.random.default_rng(22)
+    args = [(rng.standard_normal((6, 50)) * 3).astype(ml_dtypes.bfloat16) for _ in range(n_in)]
+    got = gen(*args, **attrs)
+    assert got.dtype == ml_dtypes.bfloat16
+    # the float32 loop, rounded once, against the NumPy kernel's float32 result rounded once:
+    # the two float32 results differ by the loops' float32 error (a few ulps of the operands'
+    # scale: the tanh form cancels), so they round alike or one bfloat16 ulp apart
+    want = ref(*args, **attrs).astype(np.float32)
+    ulp = np.spacing(np.abs(want).astype(ml_dtypes.bfloat16)).astype(np.float32)
+    scale = sum(np.abs(a.astype(np.float32)) for a in args) + np.abs(want)
+    tol = ulp + 16 * float(np.finfo(np.float32).eps) * scale
+    assert (np.abs(got.astype(np.float32) - want) <= tol).all()
+    halves = [a.astype(np.float16) for a in args]  # float16: the NumPy kernel
+    np.testing.assert_array_equal(gen(*halves, **attrs), ref(*halves, **attrs))

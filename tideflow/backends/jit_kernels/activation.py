@@ -13,6 +13,7 @@ import numpy as np
 from .. import jit, vecmath
 from ._common import FLOATS, consts
 from ._math import VECTORIZED, erfc, exp, tanh
+from .bfloat16 import through_float32
 
 
 @jit.jit(error_model="numpy")
@@ -125,4 +126,4 @@ def gelu_backward(numpy_kernel):
     return kernel
 
 
-KERNELS = {"gelu": gelu, "gelu_backward": gelu_backward}
+KERNELS = {"gelu": through_float32(gelu), "gelu_backward": through_float32(gelu_backward)}

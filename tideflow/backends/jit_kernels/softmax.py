@@ -18,6 +18,7 @@ import numpy as np
 from .. import jit, vecmath
 from ._common import FLOATS, consts
 from ._math import SCALAR_MATH_LIMIT, VECTORIZED, exp, log
+from .bfloat16 import through_float32
 
 _REDUCE = frozenset({"contract", "reassoc"})
 _SOFTMAX, _SAFE, _LOG = 0, 1, 2
@@ -155,9 +156,9 @@ def _make_backward(log: bool):
 
 
 KERNELS = {
-    "softmax": _make(_SOFTMAX),
-    "safe_softmax": _make(_SAFE),
-    "log_softmax": _make(_LOG),
-    "softmax_backward": _make_backward(log=False),
-    "log_softmax_backward": _make_backward(log=True),
+    "softmax": through_float32(_make(_SOFTMAX)),
+    "safe_softmax": through_float32(_make(_SAFE)),
+    "log_softmax": through_float32(_make(_LOG)),
+    "softmax_backward": through_float32(_make_backward(log=False)),
+    "log_softmax_backward": through_float32(_make_backward(log=True)),
 }

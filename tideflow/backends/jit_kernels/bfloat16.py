@@ -1,0 +1,97 @@
+"""bfloat16 through float32: conversions in one vectorized loop, and the float32 loops of
+the other kernels serving bfloat16 operands.
+
+ml_dtypes converts bfloat16 one element at a time and computes bfloat16 ufuncs the same way,
+so under bf16 autocast the elementwise work around the GEMMs cost more than the GEMMs saved.
+A bfloat16 is the upper half of a float32: widening is a shift, narrowing rounds the lower
+half away to nearest even (NaN stays a quiet NaN, overflow goes to inf), as ml_dtypes does.
+
+- `cast`: float32 <-> bfloat16 in one loop (other pairs: the NumPy kernel).
+- `through_float32(make)`: a generated kernel's `make` whose kernels also take bfloat16
+  operands: widened, computed by the float32 loop, outputs rounded once. This is what the
+  NumPy kernels of these ops do for half precision (compute in float32, round once), with
+  the same numerics and without ml_dtypes' element-at-a-time loops.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from .. import jit
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+_F32 = np.dtype(np.float32)
+
+
+@jit.jit
+def _widen(h, x):
+    for i in range(h.size):
+        x[i] = np.uint32(np.uint32(h[i]) << np.uint32(16)).view(np.float32)
+
+
+@jit.jit
+def _narrow(x, h):
+    for i in range(x.size):
+        u = np.float32(x[i]).view(np.uint32)
+        # round to nearest even: add 0x7fff plus the lowest kept bit, drop the lower half
+        r = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+        h[i] = np.uint16(r) if x[i] == x[i] else np.uint16(0x7FC0)  # NaN: a quiet NaN
+
+
+def widen(a: np.ndarray) -> np.ndarray:
+    """A bfloat16 array as float32 (exact)."""
+    out = np.empty(a.shape, _F32)
+    _widen(np.ascontiguousarray(a).view(np.uint16).ravel(), out.ravel())
+    return out
+
+
+def narrow(x: np.ndarray) -> np.ndarray:
+    """A float32 array rounded to bfloat16 (nearest even)."""
+    out = np.empty(x.shape, BF16)
+    _narrow(np.ascontiguousarray(x).ravel(), out.view(np.uint16).ravel())
+    return out
+
+
+def cast(numpy_kernel):
+    """The `cast` kernel: float32 <-> bfloat16 in one loop, other conversions by NumPy."""
+
+    def kernel(x, *, dtype):
+        to = np.dtype(dtype.np)
+        if x.dtype == _F32 and to == BF16:
+            return narrow(x)
+        if x.dtype == BF16 and to == _F32:
+            return widen(x)
+        return numpy_kernel(x, dtype=dtype)
+
+    return kernel
+
+
+def through_float32(make):
+    """`make` (a generated kernel's maker) with bfloat16 operands computed in float32: when
+    every array operand is bfloat16, they are widened, the float32 kernel runs, and its
+    float32 outputs are rounded to bfloat16."""
+
+    def make_with_bfloat16(numpy_kernel):
+        generated = make(numpy_kernel)
+
+        def kernel(*args, **attrs):
+            arrays = [a for a in args if isinstance(a, np.ndarray)]
+            if not arrays or any(a.dtype != BF16 for a in arrays):
+                return generated(*args, **attrs)
+            wide = [widen(a) if isinstance(a, np.ndarray) else a for a in args]
+            out = generated(*wide, **attrs)
+            if isinstance(out, tuple):
+                return tuple(_narrowed(o) for o in out)
+            return _narrowed(out)
+
+        return kernel
+
+    return make_with_bfloat16
+
+
+def _narrowed(out):
+    return narrow(out) if isinstance(out, np.ndarray) and out.dtype == _F32 else out
+
+
+KERNELS = {"cast": cast}
