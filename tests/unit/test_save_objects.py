@@ -10,6 +10,7 @@ import io
 import json
 import sys
 import types
+from collections import defaultdict
 
 import numpy as np
 import pytest
@@ -172,6 +173,39 @@ def test_shared_and_cyclic_references_keep_their_identity():
     assert loaded["model"].owner is loaded["model"]
 
 
+def test_a_model_and_its_optimizer_saved_whole_keep_training_as_one():
+    flow.manual_seed(0)
+    model = nn.Linear(3, 2)
+    optimizer = flow.optim.Adam(model.parameters(), lr=0.1)
+    train = [(model, optimizer)]
+    step_all(train)
+    loaded = roundtrip({"model": model, "optimizer": optimizer}, weights_only=False)
+    train.append((loaded["model"], loaded["optimizer"]))
+    assert loaded["optimizer"].param_groups[0]["params"][0] is loaded["model"].weight
+    step_all(train)
+    for p, q in zip(model.parameters(), loaded["model"].parameters(), strict=True):
+        assert np.array_equal(p.detach().numpy(), q.detach().numpy())
+
+
+def step_all(pairs, steps: int = 2) -> None:
+    for model, optimizer in pairs:
+        for _ in range(steps):
+            optimizer.zero_grad()
+            model(flow.ones(4, 3)).square().sum().backward()
+            optimizer.step()
+
+
+def test_defaultdicts_keep_their_factory():
+    counts = defaultdict(int, {"a": 2})
+    loaded = roundtrip({"counts": counts, "plain": defaultdict(None)})
+    assert type(loaded["counts"]) is defaultdict and loaded["counts"] == {"a": 2}
+    assert loaded["counts"]["missing"] == 0 and loaded["plain"].default_factory is None
+    with pytest.raises(
+        flow.TideflowError, match=r"default_factory [\w.<>]*<lambda> is none of None, dict"
+    ):
+        save(defaultdict(lambda: 1), io.BytesIO())
+
+
 def test_plain_objects_beside_state_dicts():
     args = argparse.Namespace(lr=0.1, layers=[2, 3], name="run")
     loaded = roundtrip({"args": args, "state": nn.Linear(1, 1).state_dict()}, weights_only=False)
@@ -292,6 +326,10 @@ HOSTILE = [
     (lambda d: the_object(d).update({"id": 3}), r"object id 3 out of order"),
     (lambda d: d["root"]["dict"][1].__setitem__(1, {"ref": 5}), r"reference 5 to an object not"),
     (lambda d: the_object(d).update({"attrs": [[1, None]]}), r"expected \[attribute name, value\]"),
+    (
+        lambda d: d["root"]["dict"][1].__setitem__(1, {"defaultdict": ["os.system", []]}),
+        r"unknown defaultdict factory 'os\.system'",
+    ),
 ]
 
 

@@ -6,6 +6,7 @@ other value is an object with exactly one key, its tag:
     {"tensor": 3}             the table's tensor 3 (one index per tensor object)
     {"list": [...]}  {"tuple": [...]}  {"set": [...]}
     {"dict": [[key, value], ...]}  {"odict": [...]}  {"counter": [...]}   keys are values too
+    {"defaultdict": ["dict", [[key, value], ...]]}   the default factory by name (or null)
     {"float": "nan" | "inf" | "-inf"}  {"complex": [re, im]}  {"bytes": "<hex>"}
     {"dtype": "bfloat16"}  {"device": "cpu"}  {"size": [2, 3]}
     {"ndarray": 0}            the array table's NumPy array 0 (see `_numpy`)
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import math
 import types
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -45,12 +46,15 @@ _CONTAINER_TAGS = {
     Counter: "counter",
 }
 _MAPPING_TAGS = ("dict", "odict", "counter")
+# A defaultdict's factory is code, so it is named from this closed set (optimizer.state is a
+# defaultdict(dict)).
+_DEFAULT_FACTORIES = {f.__name__: f for f in (dict, list, set, int, float, OrderedDict)}
 _NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 _DTYPES = {d.name: d for d in dtypes.ALL}
 _SAVABLE = (
     "tensors, NumPy arrays and scalars, None, bool, int, float, complex, str, bytes, dtypes, "
-    "devices, Size, list/tuple/set/dict/OrderedDict/Counter of them, and objects of plain "
-    "Python classes (whole modules) holding them"
+    "devices, Size, list/tuple/set/dict/OrderedDict/Counter/defaultdict of them, and objects "
+    "of plain Python classes (whole modules) holding them"
 )
 
 
@@ -110,24 +114,36 @@ class Encoder:
         if kind is types.FunctionType:
             return {"function": self._checked(_objects.function_name, obj, path)}
         tag = _CONTAINER_TAGS.get(kind)
+        if kind is defaultdict:
+            factory = self._factory_name(obj, path)
+            return {"defaultdict": [factory, self._contents(obj, "dict", path)]}
         if tag is None:
             return self._object(obj, path)
+        return {tag: self._contents(obj, tag, path)}
+
+    def _factory_name(self, d: defaultdict, path: tuple) -> str | None:
+        name = getattr(d.default_factory, "__qualname__", None)
+        if d.default_factory is None or _DEFAULT_FACTORIES.get(name) is d.default_factory:
+            return name
+        raise TideflowError(
+            f"{self.context}: cannot save the defaultdict at {where(path)}: its default_factory "
+            f"{name or type(d.default_factory).__qualname__!s:.80} is none of None, "
+            f"{', '.join(_DEFAULT_FACTORIES)} (a factory is code, so it is saved by name)"
+        )
+
+    def _contents(self, obj, tag: str, path: tuple) -> list:
         if id(obj) in self._open:
             raise TideflowError(
-                f"{self.context}: the {kind.__name__} at {where(path)} contains itself; "
+                f"{self.context}: the {type(obj).__name__} at {where(path)} contains itself; "
                 "a checkpoint cannot hold a reference cycle"
             )
         self._open.add(id(obj))
         try:
             if tag in _MAPPING_TAGS:
-                payload = [
-                    [self.encode(k, path), self.encode(v, (*path, k))] for k, v in obj.items()
-                ]
-            else:
-                payload = [self.encode(v, (*path, i)) for i, v in enumerate(obj)]
+                return [[self.encode(k, path), self.encode(v, (*path, k))] for k, v in obj.items()]
+            return [self.encode(v, (*path, i)) for i, v in enumerate(obj)]
         finally:
             self._open.discard(id(obj))
-        return {tag: payload}
 
     def _tensor_index(self, t: Tensor, path: tuple) -> int:
         index = self._index.get(id(t))
@@ -349,6 +365,15 @@ class Decoder:
         except _objects.NotRestorable as e:
             raise TideflowError(f"{self.context}: refused to rebuild {where(path)}: {e}") from None
 
+    def _defaultdict(self, payload, path: tuple) -> defaultdict:
+        ok = type(payload) is list and len(payload) == 2
+        self._expect(ok, path, f"expected [factory, pairs], got {payload!r:.80}")
+        name, pairs = payload
+        ok = name is None or (type(name) is str and name in _DEFAULT_FACTORIES)
+        self._expect(ok, path, f"unknown defaultdict factory {name!r:.80}")
+        out = self._pairs(pairs, path, dict)
+        return defaultdict(None if name is None else _DEFAULT_FACTORIES[name], out)
+
     def _set(self, payload, path: tuple) -> set:
         try:
             return set(self._items(payload, path))
@@ -363,6 +388,7 @@ class Decoder:
         "dict": lambda self, payload, path: self._pairs(payload, path, dict),
         "odict": lambda self, payload, path: self._pairs(payload, path, OrderedDict),
         "counter": lambda self, payload, path: self._pairs(payload, path, Counter),
+        "defaultdict": _defaultdict,
         "float": _float,
         "complex": _complex,
         "bytes": _bytes,
