@@ -72,6 +72,7 @@ from .ops.nn.softmax import log_softmax, softmax
 from .ops.random import *
 from .ops.reduction import *
 from .ops.shape import *
+from .ops.spectral import *
 from .ops.special import *
 from .ops.strided import *
 from .ops.unary import *

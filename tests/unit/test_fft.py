@@ -1,5 +1,6 @@
-"""`flow.fft` beyond the op database's value and gradient checks against torch.fft: inverse
-pairs, the norm modes' scaling, errors naming the op, and `torch.fft` under mock_torch."""
+"""`flow.fft`, `stft` and `istft` beyond the op database's value and gradient checks against
+PyTorch: inverse pairs, the norm modes' scaling, errors naming the op, and `torch.fft` under
+mock_torch."""
 
 import numpy as np
 import pytest
@@ -100,3 +101,60 @@ def test_torch_fft_under_mock_torch():
         spectrum = torch.fft.rfft(torch.tensor([1.0, 2.0, 3.0, 4.0]))
         assert isinstance(spectrum, flow.Tensor)
         assert spectrum.tolist() == [10 + 0j, -2 + 2j, -2 + 0j]
+        assert torch.stft is flow.stft and torch.Tensor.istft is flow.Tensor.istft
+
+
+def _hann(n):
+    return flow.tensor(0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n) / n))
+
+
+@pytest.mark.parametrize("center", [True, False])
+def test_istft_inverts_stft(center):
+    x = _signal(2, 40)
+    window = _hann(16) + 0.1  # nonzero ends: uncentred frames alone cover the first sample
+    spec = x.stft(16, hop_length=4, window=window, center=center, return_complex=True)
+    assert spec.shape == (2, 9, 11 if center else 7)
+    back = flow.istft(spec, 16, hop_length=4, window=window, center=center, length=40)
+    _assert_close(back.numpy(), x.numpy(), 16)
+
+
+def test_istft_pads_with_zeros_past_the_last_frame():
+    x = _signal(12)
+    spec = flow.stft(x, 4, hop_length=2, window=_hann(4), return_complex=True)
+    signal = flow.istft(spec, 4, hop_length=2, window=_hann(4), length=20)
+    # the frames cover 12 samples and the 2 of the centring's right padding: zeros after
+    assert signal.shape == (20,) and signal[14:].abs().max().item() == 0.0
+    _assert_close(signal[:12].numpy(), x.numpy(), 4)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: flow.stft(flow.ones(16), 8), flow.ArgumentError, "stft: return_complex must"),
+        (
+            lambda: flow.stft(flow.ones(16), 8, window=flow.ones(4), return_complex=True),
+            flow.ShapeError,
+            r"stft: expected a 1-D window of size win_length=8, got shape \[4\]",
+        ),
+        (
+            lambda: flow.stft(flow.ones(6), 8, center=False, return_complex=True),
+            flow.ShapeError,
+            "stft: the signal of 6 samples",
+        ),
+        (lambda: flow.stft(flow.ones(16), 0), flow.ShapeError, "stft: expected 0 < n_fft"),
+        (lambda: flow.istft(flow.ones(5, 3), 8), flow.DTypeError, "istft: expected a complex"),
+        (
+            lambda: flow.istft(flow.ones(4, 3, dtype=flow.cfloat), 8),
+            flow.ShapeError,
+            r"istft: expected 5 frequencies \(one-sided, n_fft=8\), got 4",
+        ),
+        (
+            lambda: flow.istft(flow.ones(5, 3, dtype=flow.cfloat), 8, window=flow.zeros(8)),
+            flow.TideflowError,
+            "istft: the window's overlap-added squares vanish",
+        ),
+    ],
+)
+def test_stft_errors_name_the_op(call, error, match):
+    with pytest.raises(error, match=match):
+        call()

@@ -180,7 +180,7 @@ def complex(real, imag):
     complex128; the shapes broadcast).
 
     >>> flow.complex(flow.tensor([1.0, 2.0]), flow.tensor([0.5, -1.0]))
-    tensor([1.0000+0.5000j, 2.0000-1.0000j])
+    tensor([1.+0.5000j, 2.-1.0000j])
     """
     tensor_arg("complex", "real", 1, real)
     tensor_arg("complex", "imag", 2, imag)
