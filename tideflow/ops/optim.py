@@ -106,7 +106,7 @@ def sgd_update(param, grad, momentum_buffer, **hyper) -> None:
 
 # -- Adam / AdamW -------------------------------------------------------------------------------
 def _adam_kernel(p, g, m, v, vmax, *, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad,
-                 maximize, step):  # fmt: skip
+                 maximize, step, bias_correction=True):  # fmt: skip
     _reject_other_shapes(p, g, m, v, vmax)
     if maximize:
         g = -g
@@ -126,8 +126,9 @@ def _adam_kernel(p, g, m, v, vmax, *, lr, beta1, beta2, eps, weight_decay, decou
     if amsgrad:
         np.maximum(vmax, v, out=vmax)
         v = vmax
-    bias1 = 1 - beta1**step
-    bias2_sqrt = math.sqrt(1 - beta2**step)
+    # NOTE: OneFlow's do_bias_correction=False steps on the raw moments
+    bias1 = 1 - beta1**step if bias_correction else 1.0
+    bias2_sqrt = math.sqrt(1 - beta2**step) if bias_correction else 1.0
     np.sqrt(v, out=tmp)
     tmp /= bias2_sqrt
     tmp += eps

@@ -9,13 +9,14 @@ from .optimizer import Optimizer, params_with_grad
 
 
 class Adam(Optimizer):
-    """`flow.optim.Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8)` — PyTorch's rule."""
+    """`flow.optim.Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8)` — PyTorch's rule.
+    OneFlow's `do_bias_correction=False` drops the moments' `1 - beta**t` corrections."""
 
     _decoupled = False
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
-                 differentiable=False, fused=None) -> None:  # fmt: skip
+                 differentiable=False, fused=None, do_bias_correction=True) -> None:  # fmt: skip
         if lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if eps < 0.0:
@@ -31,7 +32,8 @@ class Adam(Optimizer):
                 "(updates run outside autograd)"
             )
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                        amsgrad=amsgrad, maximize=maximize)  # fmt: skip
+                        amsgrad=amsgrad, maximize=maximize,
+                        do_bias_correction=do_bias_correction)  # fmt: skip
         super().__init__(params, defaults)
 
     def _step_group(self, group: dict) -> None:
@@ -50,6 +52,8 @@ class Adam(Optimizer):
                 lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
                 weight_decay=group["weight_decay"], decoupled=self._decoupled,
                 amsgrad=group["amsgrad"], maximize=group["maximize"], step=state["step"],
+                # NOTE: groups loaded from PyTorch's state dicts lack OneFlow's key
+                bias_correction=group.get("do_bias_correction", True),
             )  # fmt: skip
 
 

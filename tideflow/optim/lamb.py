@@ -29,7 +29,10 @@ class LAMB(Optimizer):
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0,
-                 clamp_value=10.0, *, bias_correction=True, maximize=False) -> None:  # fmt: skip
+                 clamp_value=10.0, *, bias_correction=True, maximize=False,
+                 do_bias_correction=None) -> None:  # fmt: skip
+        if do_bias_correction is not None:  # OneFlow's name for the option
+            bias_correction = do_bias_correction
         if not lr >= 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if not eps >= 0.0:

@@ -101,12 +101,13 @@ def adam(numpy_kernel):
     layouts."""
 
     def kernel(p, g, m, v, vmax, *, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad,
-               maximize, step):  # fmt: skip
+               maximize, step, bias_correction=True):  # fmt: skip
         dt = p.dtype
         if dt not in FLOATS or not same_layout(p, g, m, v, vmax if amsgrad else None):
             return numpy_kernel(p, g, m, v, vmax, lr=lr, beta1=beta1, beta2=beta2, eps=eps,
                                 weight_decay=weight_decay, decoupled=decoupled, amsgrad=amsgrad,
-                                maximize=maximize, step=step)  # fmt: skip
+                                maximize=maximize, step=step,
+                                bias_correction=bias_correction)  # fmt: skip
         weight = 1 - beta1
         small = abs(weight) < 0.5
         flags = (
@@ -116,11 +117,13 @@ def adam(numpy_kernel):
             | (_AMSGRAD if amsgrad else 0)
             | (_LERP_SMALL if small else 0)
         )
+        bias1 = 1 - beta1**step if bias_correction else 1.0
+        bias2_sqrt = math.sqrt(1 - beta2**step) if bias_correction else 1.0
         # The NumPy kernel's scalars, each computed in Python floats and rounded once.
         s = np.array(
             (
                 1 - lr * weight_decay, weight_decay, weight if small else 1 - weight, 1 - beta2,
-                beta2, math.sqrt(1 - beta2**step), eps, lr / (1 - beta1**step),
+                beta2, bias2_sqrt, eps, lr / bias1,
             ),
             dt,
         )  # fmt: skip
