@@ -153,3 +153,13 @@ def test_common_types_has_pytorchs_aliases():
         return {n for n in vars(module) if n.startswith("_") and n.endswith("_t")}
 
     assert aliases(common_types) == aliases(torch_types)
+
+
+# -- keyword spellings ----------------------------------------------------------------------
+def test_reshape_and_view_take_their_sizes_by_keyword():
+    x = flow.arange(6.0)
+    assert flow.reshape(x, shape=(2, 3)).shape == (2, 3)
+    assert x.reshape(shape=[3, 2]).shape == (3, 2)
+    assert x.view(size=(2, 3)).shape == (2, 3)
+    with pytest.raises(TypeError, match=r"reshape\(\): give the sizes positionally or as shape="):
+        x.reshape(2, shape=(2, 3))

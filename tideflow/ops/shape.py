@@ -17,7 +17,7 @@ import operator
 import numpy as np
 
 from ..framework.dispatch import inplace
-from ..framework.errors import DTypeError, ShapeError, TideflowError
+from ..framework.errors import ArgumentError, DTypeError, ShapeError, TideflowError
 from ..framework.tensor import Size, Tensor
 from ._rules import (
     B,
@@ -277,19 +277,30 @@ def _viewable(x: Tensor, shape: tuple) -> bool:
     return True
 
 
-def reshape(input, *shape):
+def _sizes_or_keyword(op: str, sizes: tuple, keyword: str, value) -> tuple:
+    """Sizes given positionally or (PyTorch's and OneFlow's keyword) by name, not both."""
+    if value is None:
+        return _sizes(sizes)
+    if sizes:
+        raise ArgumentError(f"{op}(): give the sizes positionally or as {keyword}=, not both")
+    return _sizes((value,))
+
+
+def reshape(input, *shape_args, shape=None):
     """The same data with a new shape (one dim may be -1): a view when the strides allow,
-    else a view of a contiguous copy, as in PyTorch."""
-    shape = _sizes(shape)
+    else a view of a contiguous copy, as in PyTorch. `x.reshape(2, 3)`, `x.reshape((2, 3))`
+    or `x.reshape(shape=(2, 3))`."""
+    shape = _sizes_or_keyword("reshape", shape_args, "shape", shape)
     if isinstance(input, Tensor) and not _viewable(input, shape):
         # NOTE: copying first keeps the result from sharing the input's version counter.
         input = input.contiguous()
     return dispatch(_reshape, (input,), {"shape": shape})
 
 
-def view(input, *shape):
-    """A view with a new shape; raises if the strides do not allow one (see `reshape`)."""
-    return dispatch(_view, (input,), {"shape": _sizes(shape)})
+def view(input, *shape, size=None):
+    """A view with a new shape (also `size=`); raises if the strides do not allow one (see
+    `reshape`)."""
+    return dispatch(_view, (input,), {"shape": _sizes_or_keyword("view", shape, "size", size)})
 
 
 def view_as(input, other):
