@@ -509,6 +509,7 @@ def test_bfloat16_casts_match_ml_dtypes_on_every_value():
         ("gelu_backward", {"approximate": "tanh"}, 2),
         ("softmax", {"dim": -1}, 1),
         ("log_softmax_backward", {"dim": -1}, 2),
+        ("sum_to_size", {"shape": (50,)}, 1),
     ],
 )
 def test_bfloat16_operands_compute_in_float32_and_round_once(name, attrs, n_in):

@@ -1426,7 +1426,9 @@ def _sum_to_kernel(x, *, shape):
     axes = tuple(range(lead)) + tuple(
         lead + i for i, t in enumerate(shape) if t == 1 and x.shape[lead + i] != 1
     )
-    out = np.sum(x, axis=axes, keepdims=True) if axes else x.copy()
+    if not axes:
+        return x.copy().reshape(shape)
+    out = np.sum(_acc(x), axis=axes, keepdims=True).astype(x.dtype, copy=False)
     return out.reshape(shape)
 
 

@@ -10,7 +10,8 @@ half away to nearest even (NaN stays a quiet NaN, overflow goes to inf), as ml_d
 - `through_float32(make)`: a generated kernel's `make` whose kernels also take bfloat16
   operands: widened, computed by the float32 loop, outputs rounded once. This is what the
   NumPy kernels of these ops do for half precision (compute in float32, round once), with
-  the same numerics and without ml_dtypes' element-at-a-time loops.
+  the same numerics and without ml_dtypes' element-at-a-time loops. `sum_to_size` (bias
+  gradients) runs its own NumPy kernel so.
 """
 
 from __future__ import annotations
@@ -94,4 +95,10 @@ def _narrowed(out):
     return narrow(out) if isinstance(out, np.ndarray) and out.dtype == _F32 else out
 
 
-KERNELS = {"cast": cast}
+def _numpy(numpy_kernel):
+    return numpy_kernel
+
+
+# NOTE: sum_to_size (bias gradients) sums half precision in float32 already: through_float32
+# replaces only ml_dtypes' conversions around its NumPy kernel
+KERNELS = {"cast": cast, "sum_to_size": through_float32(_numpy)}
