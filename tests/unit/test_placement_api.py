@@ -104,6 +104,15 @@ def test_tensor_placement_and_sbp_tuple():
     assert t.sbp == (flow.sbp.broadcast, flow.sbp.split(1))
 
 
+def test_a_local_tensor_has_no_placement_or_sbp():
+    t = flow.ones(2)
+    with pytest.raises(flow.TideflowError, match=r"only global tensors have a placement"):
+        _ = t.placement
+    with pytest.raises(AttributeError, match=r"only global tensors have an sbp"):
+        _ = t.sbp
+    assert not hasattr(t, "placement") and not hasattr(flow.nn.Parameter(t), "sbp")
+
+
 def test_module_to_global_takes_an_sbp_or_a_function_of_the_tensor():
     p = flow.placement("cpu", [0])
     lin = flow.nn.Linear(3, 2).to_global(p, flow.sbp.broadcast())

@@ -27,6 +27,12 @@ class DeviceError(TideflowError):
     """Operands on different devices, or a device that is not available."""
 
 
+class GlobalOnlyError(TideflowError, AttributeError):
+    """A global tensor's attribute (`placement`, `sbp`) read on a local tensor, as OneFlow
+    refuses it. An `AttributeError` too, so `hasattr(t, "placement")` is False for a local
+    tensor, as for PyTorch's tensors."""
+
+
 class AutogradError(TideflowError):
     """Misuse of autograd: backward through freed graph, modified saved tensor, ..."""
 

@@ -14,7 +14,7 @@ import numpy as np
 from . import dtype as dtypes
 from .conventions import follows_pytorch
 from .device import CPU
-from .errors import AutogradError, DTypeError, TideflowError
+from .errors import AutogradError, DTypeError, GlobalOnlyError, TideflowError
 from .printing import format_tensor
 
 
@@ -140,6 +140,20 @@ class Tensor:
     @property
     def is_local(self) -> bool:
         return True
+
+    @property
+    def placement(self):
+        raise GlobalOnlyError(
+            "placement: only global tensors have a placement; a local tensor has a device "
+            "(tensor.device), and tensor.to_global(placement, sbp) makes it global"
+        )
+
+    @property
+    def sbp(self):
+        raise GlobalOnlyError(
+            "sbp: only global tensors have an sbp; tensor.to_global(placement, sbp) makes a "
+            "local tensor global"
+        )
 
     @property
     def is_cuda(self) -> bool:
