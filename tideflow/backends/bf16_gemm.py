@@ -27,7 +27,10 @@ import threading
 import ml_dtypes
 import numpy as np
 
-__all__ = ["BF16", "available", "bf16_gemm", "set_enabled", "worth_it"]
+from . import jit
+from .jit_kernels import bfloat16
+
+__all__ = ["BF16", "available", "bf16_gemm", "rounded", "set_enabled", "worth_it"]
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -291,3 +294,9 @@ def bf16_gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if mp == m and np_ == n:
         return out
     return out[..., :m, :n]
+
+
+def rounded(y: np.ndarray) -> np.ndarray:
+    """A float32 product rounded once to bfloat16: in one loop where generated kernels are
+    available (ml_dtypes converts an element at a time)."""
+    return bfloat16.narrow(y) if jit.available() else y.astype(BF16)

@@ -118,7 +118,7 @@ def _matmul_arrays(a, b, ta: bool, tb: bool):
         matrices = a.dtype == _BF16 and a.ndim >= 2 and b.ndim >= 2
         if matrices and bf16_gemm.worth_it(a.shape[-2], a.shape[-1], b.shape[-1]):
             # AVX512-BF16 products with float32 sums (3x float32 BLAS), rounded once
-            return bf16_gemm.bf16_gemm(a, b).astype(a.dtype)
+            return bf16_gemm.rounded(bf16_gemm.bf16_gemm(a, b))
         return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
     if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous:
         # NOTE: np.matmul runs one GEMM per matrix of a batch; stacked rows times one matrix

@@ -220,6 +220,8 @@ def _weight_grad_meta(x: Meta, g: Meta, *, kernel_size, stride, padding, dilatio
 def _finish(y: np.ndarray, b, dtype) -> np.ndarray:
     if b is not None:
         y += compute_array(b).reshape(-1, *(1,) * (y.ndim - 2))
+    if dtype == bf16_gemm.BF16 and y.dtype == np.float32:
+        return bf16_gemm.rounded(y)
     return y.astype(dtype, copy=False)
 
 

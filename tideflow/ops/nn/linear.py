@@ -92,7 +92,7 @@ def _linear_kernel(x, w, b):
         if b is not None:
             reject_unless(_fits(b.shape, y.shape), "linear")
             y += b
-        return y.astype(dtype)
+        return bf16_gemm.rounded(y)
     x, w = x.astype(ct, copy=False), w.astype(ct, copy=False)
     if x.ndim > 2 and w.ndim == 2 and x.flags.c_contiguous:  # one GEMM (see matmul)
         y = np.matmul(x.reshape(-1, x.shape[-1]), w.T).reshape(*x.shape[:-1], w.shape[0])
