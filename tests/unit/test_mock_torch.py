@@ -321,6 +321,15 @@ def test_onnx_imports_and_export_says_what_is_missing():
     assert not hasattr(flow, "onnx")
 
 
+def test_serialization_is_tideflow_io():
+    with mock_torch.enabled():
+        import torch.serialization
+        from torch.serialization import add_safe_globals, safe_globals
+
+    assert (torch.serialization.load, torch.serialization.save) == (flow.load, flow.save)
+    assert (add_safe_globals, safe_globals) == (flow.io.add_safe_globals, flow.io.safe_globals)
+
+
 # -- the runner ---------------------------------------------------------------------------------
 
 

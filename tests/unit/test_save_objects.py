@@ -225,6 +225,50 @@ def test_loading_objects_is_refused_unless_weights_only_is_false(options):
         load(buffer, **options)
 
 
+@pytest.fixture
+def trusting():
+    """`flow.io.add_safe_globals`, undone after the test (the allowlist is process-wide)."""
+    yield flow.io.add_safe_globals
+    flow.io.clear_safe_globals()
+
+
+@pytest.mark.parametrize(
+    "trusted",
+    [[argparse.Namespace], ["argparse.Namespace"], [(argparse.Namespace, "argparse.Namespace")]],
+    ids=["class", "name", "pair"],
+)
+def test_allowlisted_classes_load_with_weights_only(trusting, trusted):
+    checkpoint = {"args": argparse.Namespace(lr=0.1), "step": 3}
+    trusting(trusted)
+    assert vars(roundtrip(checkpoint)["args"]) == {"lr": 0.1}
+    flow.io.clear_safe_globals()
+    with pytest.raises(flow.TideflowError, match=r"or trust the class with flow\.io\.add_safe_g"):
+        roundtrip(checkpoint)
+
+
+def test_safe_globals_trusts_only_inside_its_block():
+    model = nn.Sequential(nn.Linear(1, 1))
+    trusted = [nn.Sequential, nn.Linear]
+    with flow.io.safe_globals(trusted):
+        assert flow.io.get_safe_globals() == trusted
+        assert type(roundtrip(model)) is nn.Sequential
+    assert flow.io.get_safe_globals() == []
+    # A trusted class does not vouch for what it holds: its submodules' classes are checked.
+    with (
+        flow.io.safe_globals([nn.Sequential]),
+        pytest.raises(
+            flow.TideflowError,
+            match=r"whole 'tideflow\.nn\.modules\.linear:Linear' object at obj\.",
+        ),
+    ):
+        roundtrip(model)
+
+
+def test_allowlist_items_must_name_something(trusting):
+    with pytest.raises(flow.ArgumentError, match=r"add_safe_globals: expected classes, .* got int"):
+        trusting([3])
+
+
 class Tripwire:
     """Records every hook a loader could run; a plain class otherwise."""
 

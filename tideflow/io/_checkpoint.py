@@ -113,8 +113,9 @@ def load(f, map_location=None, *, weights_only: bool | None = True):
 
     Loading never runs code from the file. With `weights_only=True` (the default, as in
     PyTorch) a file holding whole objects (`flow.save(model, f)`) is refused with a
-    TideflowError; `weights_only=False` rebuilds them, from classes already imported in this
-    process only (a file never makes tideflow import a module), without calling `__init__`,
+    TideflowError, unless their classes were trusted with `flow.io.add_safe_globals`;
+    `weights_only=False` rebuilds them, from classes already imported in this process only
+    (a file never makes tideflow import a module), without calling `__init__`,
     `__setstate__` or any other hook: the instance gets the saved attributes as its
     `__dict__`. A file that is not safetensors, is truncated, fails its checksum or describes
     an unknown structure raises a TideflowError naming the file.

@@ -35,7 +35,7 @@ from ..framework import dtype as dtypes
 from ..framework.device import device as Device
 from ..framework.errors import DeviceError, TideflowError
 from ..framework.tensor import Size, Tensor
-from . import _numpy, _objects
+from . import _allowlist, _numpy, _objects
 
 _CONTAINER_TAGS = {
     list: "list",
@@ -204,8 +204,8 @@ class Encoder:
 class Decoder:
     """Rebuilds the object from a JSON node, taking tensors from `tensors` and NumPy arrays
     from `arrays` by index. Objects and functions are rebuilt only with `objects=True` (the
-    caller's `weights_only=False`). Anything outside the format raises a TideflowError naming
-    the location."""
+    caller's `weights_only=False`) or when allowlisted (`_allowlist`). Anything outside the
+    format raises a TideflowError naming the location."""
 
     def __init__(
         self,
@@ -322,7 +322,7 @@ class Decoder:
         ok = type(payload) is dict and set(payload) == {"id", "class", "attrs"}
         self._expect(ok, path, f"expected an object's id, class and attrs, got {payload!r:.80}")
         name = payload["class"]
-        self._require_opt_in(f"a whole {name!r:.120} object", path)
+        self._require_opt_in(f"a whole {name!r:.120} object", name, path)
         self._expect(
             type(payload["id"]) is int and payload["id"] == len(self.objects),
             path,
@@ -340,23 +340,24 @@ class Decoder:
         return obj
 
     def _ref(self, payload, path: tuple):
-        self._require_opt_in("a reference to an object", path)
+        # Only objects already rebuilt (so allowed) can be referred to.
         ok = type(payload) is int and 0 <= payload < len(self.objects)
         self._expect(ok, path, f"reference {payload!r:.20} to an object not yet defined")
         return self.objects[payload]
 
     def _function(self, payload, path: tuple):
-        self._require_opt_in(f"the function {payload!r:.120}", path)
+        self._require_opt_in(f"the function {payload!r:.120}", payload, path)
         return self._named(_objects.find_function, payload, path)
 
-    def _require_opt_in(self, what: str, path: tuple) -> None:
-        if not self.objects_allowed:
+    def _require_opt_in(self, what: str, name, path: tuple) -> None:
+        if not (self.objects_allowed or _allowlist.is_trusted(name)):
             raise TideflowError(
                 f"{self.context}: the checkpoint holds {what} at {where(path)} (as "
                 "torch.save(model, f) writes); loading objects is off by default, as with "
                 "PyTorch's weights_only=True. Pass weights_only=False to rebuild it from its "
-                "already imported class: no code from the file runs, but the file chooses "
-                "which classes to fill, so do it only for files you trust"
+                "already imported class, or trust the class with flow.io.add_safe_globals "
+                "(torch.serialization.add_safe_globals): no code from the file runs, but the "
+                "file chooses which classes to fill, so do it only for files you trust"
             )
 
     def _named(self, find: Callable, name, path: tuple):

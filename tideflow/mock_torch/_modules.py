@@ -10,8 +10,9 @@ leak the CUDA stubs into tideflow's namespace and `torch.backends` would replace
 `torch.cuda` and `torch.backends` have no tideflow counterpart: they are stubs that answer
 what a CPU-only PyTorch build answers, so scripts that probe for a GPU or set
 `torch.backends.cudnn.benchmark = True` run unchanged. `torch.onnx` is a stub too: programs
-that import it run, and only an actual export fails, with an `UnsupportedError`. The stubs
-are built fresh for each `enable()`, so flags a script sets do not outlive its session.
+that import it run, and only an actual export fails, with an `UnsupportedError`.
+`torch.serialization` gathers tideflow's save/load and its allowlist of trusted classes. The
+stubs are built fresh for each `enable()`, so flags a script sets do not outlive its session.
 """
 
 from __future__ import annotations
@@ -130,6 +131,11 @@ def _onnx_attrs() -> dict:
     return {"export": _export_onnx, "is_in_onnx_export": _false}
 
 
+def _serialization_attrs() -> dict:
+    names = ("save", "load", "add_safe_globals", "safe_globals", "get_safe_globals")
+    return {name: getattr(tideflow.io, name) for name in (*names, "clear_safe_globals")}
+
+
 # torch name -> (docstring, attributes); children are attached to their parents below.
 _STUBS = {
     "torch.cuda": ("CUDA stub: no GPU is available under tideflow.mock_torch.", _cuda_attrs),
@@ -138,6 +144,7 @@ _STUBS = {
     "torch.backends.cuda": ("CUDA backend stub: flags are accepted.", _backends_cuda_attrs),
     "torch.backends.mps": ("MPS stub: not available.", _mps_attrs),
     "torch.onnx": ("ONNX stub: importable; export raises UnsupportedError.", _onnx_attrs),
+    "torch.serialization": ("tideflow.io's save/load and trusted classes.", _serialization_attrs),
 }
 
 
