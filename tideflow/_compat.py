@@ -109,6 +109,7 @@ class finfo:
 
     def __init__(self, type=None) -> None:
         dt = dtypes.get_default_dtype() if type is None else _dtype_arg("finfo", type)
+        dt = dtypes.to_real(dt)  # a complex dtype's parts: finfo(cfloat) is float32's
         if not dt.is_floating_point:
             raise TypeError(
                 f"finfo(): requires a floating point dtype, got {dt!r}; use tideflow.iinfo "
@@ -154,10 +155,10 @@ class iinfo:
         dt = _dtype_arg("iinfo", type)
         if dt is dtypes.bool_:
             raise TypeError("iinfo(): tideflow.bool is not supported")
-        if dt.is_floating_point:
+        if dt.is_floating_point or dt.is_complex:
             raise TypeError(
                 f"iinfo(): requires an integer dtype, got {dt!r}; use tideflow.finfo for "
-                "floating dtypes"
+                "floating and complex dtypes"
             )
         info = ml_dtypes.iinfo(dt.np)
         self.bits = int(info.bits)

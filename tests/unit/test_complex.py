@@ -7,6 +7,7 @@ import pytest
 
 import tideflow as flow
 from tideflow.framework import dtype as dtypes
+from tideflow.testing.accuracy import unit_roundoff
 
 torch = pytest.importorskip("torch")
 
@@ -154,3 +155,39 @@ def test_gradcheck_perturbs_real_and_imaginary_parts():
     wrong = flow.tensor([0.5 + 1j], dtype=flow.complex64, requires_grad=True)
     with pytest.raises(flow.AutogradError, match="float64 or complex128"):
         flow.autograd.gradcheck(flow.exp, (wrong,))
+
+
+def test_random_complex_samples_draw_both_parts():
+    flow.manual_seed(0)
+    z = flow.randn(20000, dtype=flow.cfloat)
+    assert z.dtype is flow.complex64
+    # NOTE: each part has variance 1/2: its sample variance is within 5 standard errors
+    standard_error = 0.5 * (2 / z.numel()) ** 0.5
+    for part in (z.real, z.imag):
+        assert abs(float(part.var()) - 0.5) < 5 * standard_error
+    u = flow.rand(1000, dtype=flow.cdouble)
+    assert u.dtype is flow.complex128
+    assert float(u.real.min()) >= 0 and float(u.imag.max()) < 1
+
+
+def test_finfo_of_a_complex_dtype_is_its_parts():
+    assert flow.finfo(flow.cfloat).eps == torch.finfo(torch.cfloat).eps
+    assert flow.finfo(flow.cdouble).dtype == "float64"
+    with pytest.raises(TypeError, match="iinfo"):
+        flow.iinfo(flow.cfloat)
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "RMSprop"])
+def test_optimizers_step_complex_parameters_as_torch_does(name):
+    start = np.array([1 + 2j, -0.5 + 0.3j])
+    ours, theirs = flow.nn.Parameter(flow.tensor(start)), torch.nn.Parameter(torch.tensor(start))
+    opt = getattr(flow.optim, name)([ours], lr=0.1)
+    topt = getattr(torch.optim, name)([theirs], lr=0.1)
+    for _ in range(3):
+        for p, o in ((ours, opt), (theirs, topt)):
+            o.zero_grad()
+            (p * p.conj()).real.sum().backward()
+            o.step()
+    # NOTE: three steps of a few dozen float64 operations each, rounded once per operation
+    rtol = 100 * unit_roundoff("float64")
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=rtol)

@@ -67,6 +67,19 @@ def _lerp_(start: np.ndarray, end: np.ndarray, weight: float, scratch=None) -> N
         np.subtract(end, diff, out=start)
 
 
+def _on_real_parts(kernel):
+    """`kernel` updating complex parameters as pairs of reals, as PyTorch's optimizers do
+    (`view_as_real`): complex operands go in as interleaved real views, written in place."""
+
+    def run(*arrays, **hyper):
+        if not any(isinstance(a, np.ndarray) and a.dtype.kind == "c" for a in arrays):
+            return kernel(*arrays, **hyper)
+        real = [a.view(a.real.dtype) if isinstance(a, np.ndarray) else a for a in arrays]
+        return kernel(*real, **hyper)
+
+    return run
+
+
 def _update_op(name: str, inputs: tuple[str, ...], kernel, mutates: tuple[int, ...],
                sbp=_update_sbp):  # fmt: skip
     return defop(
@@ -74,7 +87,7 @@ def _update_op(name: str, inputs: tuple[str, ...], kernel, mutates: tuple[int, .
         inputs=inputs,
         meta=_update_meta(name, inputs),
         sbp=sbp,
-        kernels={"cpu": kernel},
+        kernels={"cpu": _on_real_parts(kernel)},
         n_out=0,
         mutates=mutates,
     )

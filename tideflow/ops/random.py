@@ -28,6 +28,7 @@ from ..framework.random import (
 )
 from ..framework.tensor import Tensor
 from ._rules import B, Meta, Signature, broadcast_only, defop, dispatch, methods, sizes_arg
+from .complex import complex
 from .creation import _check_device, _check_shape, global_layout, layout_kwargs, make
 
 __all__ = [
@@ -109,13 +110,28 @@ def _float_dtype(dtype) -> dtypes.DType:
     return dt
 
 
+def _complex_draw(draw, size, scale: float, dtype, requires_grad: bool, **kwargs) -> Tensor:
+    """A complex sample as PyTorch draws it: real and imaginary parts drawn independently in
+    the real dtype of `dtype`, each scaled by `scale`."""
+    real_dtype = dtypes.to_real(dtypes.to_dtype(dtype))
+    re, im = (draw(*size, dtype=real_dtype, **kwargs) * scale for _ in range(2))
+    return complex(re, im).requires_grad_(requires_grad)
+
+
+def _is_complex_dtype(dtype) -> bool:
+    return dtype is not None and dtypes.to_dtype(dtype).is_complex
+
+
 def _drawn(op, attrs: dict, layout, requires_grad: bool) -> Tensor:
     return make(lambda: dispatch(op, (), attrs), layout, requires_grad, synchronize=True)
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, placement=None,
          sbp=None) -> Tensor:  # fmt: skip
-    """Uniform samples in [0, 1). `flow.rand(2, 3)`"""
+    """Uniform samples in [0, 1) (for complex dtypes, in both parts). `flow.rand(2, 3)`"""
+    if _is_complex_dtype(dtype):
+        kwargs = {"generator": generator, "device": device, "placement": placement, "sbp": sbp}
+        return _complex_draw(rand, size, 1.0, dtype, requires_grad, **kwargs)
     _check_device(device)
     layout = global_layout("rand", device, placement, sbp)
     attrs = {
@@ -130,7 +146,11 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, pl
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, placement=None,
           sbp=None) -> Tensor:  # fmt: skip
-    """Standard normal samples. `flow.randn(2, 3)`"""
+    """Standard normal samples (for complex dtypes, variance 1/2 in each part, so 1 in all).
+    `flow.randn(2, 3)`"""
+    if _is_complex_dtype(dtype):
+        kwargs = {"generator": generator, "device": device, "placement": placement, "sbp": sbp}
+        return _complex_draw(randn, size, 0.5**0.5, dtype, requires_grad, **kwargs)
     _check_device(device)
     layout = global_layout("randn", device, placement, sbp)
     attrs = {

@@ -130,7 +130,7 @@ def _restore(value, param: Tensor):
     if not isinstance(value, Tensor):
         return deepcopy(value)
     value = value.detach().clone()
-    if value.dtype.is_floating_point:
+    if value.dtype.is_floating_point or value.dtype.is_complex:
         value = value.to(param.dtype)
     if param.is_global and value.shape == param.shape:  # state follows its parameter's layout
         if value.is_global:
