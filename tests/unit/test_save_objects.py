@@ -164,6 +164,22 @@ def test_a_model_saved_whole_loads_whole_and_trains_identically(tmp_path):
         assert np.array_equal(p.detach().numpy(), q.detach().numpy()), name
 
 
+class Stage(nn.Module):
+    """Keeps a class as a value, as torchvision's ResNet keeps its norm_layer."""
+
+    def __init__(self, norm_layer=nn.BatchNorm1d) -> None:
+        super().__init__()
+        self.norm_layer = norm_layer
+        self.norm = norm_layer(3)
+
+
+def test_classes_kept_as_values_come_back_as_the_same_class():
+    loaded = roundtrip(Stage(), weights_only=False)
+    assert loaded.norm_layer is nn.BatchNorm1d and type(loaded.norm) is nn.BatchNorm1d
+    with pytest.raises(flow.TideflowError, match=r"int is the built-in type int"):
+        save({"kind": int}, io.BytesIO())
+
+
 def test_shared_and_cyclic_references_keep_their_identity():
     shared = nn.Linear(2, 2)
     model = nn.Sequential(shared, nn.ReLU(), shared)
@@ -367,6 +383,10 @@ HOSTILE = [
     (naming_function("os:system"), r"os:system is a builtin_function_or_method, not a Python f"),
     (naming_function("subprocess:run"), r"function subprocess:run is not tideflow's"),
     (naming_function("tideflow.nn.modules.linear:Linear"), r"is a type, not a Python function"),
+    (
+        lambda d: d["root"]["dict"][1].__setitem__(1, {"class": "subprocess:Popen"}),
+        r"Popen defines __del__",
+    ),
     (lambda d: the_object(d).update({"id": 3}), r"object id 3 out of order"),
     (lambda d: d["root"]["dict"][1].__setitem__(1, {"ref": 5}), r"reference 5 to an object not"),
     (lambda d: the_object(d).update({"attrs": [[1, None]]}), r"expected \[attribute name, value\]"),

@@ -1,9 +1,9 @@
 """Whole objects in a checkpoint (`torch.save(model, f)`), without pickle.
 
 An object is stored as its class's qualified name and its `__dict__` (encoded like any other
-value: tensors, submodules, plain data); a function a layer keeps (the activation of a
-TransformerEncoderLayer) as its qualified name. Loading names back into classes is where
-pickle runs code, so here it
+value: tensors, submodules, plain data); a class kept as a value (ResNet's `norm_layer`) and
+a function a layer keeps (a TransformerEncoderLayer's activation) as their qualified names.
+Loading names back into classes is where pickle runs code, so here it
 - finds a name only in modules already imported (`sys.modules`), reading module and class
   dicts directly so that no module `__getattr__` runs, and never imports a module a file names;
 - accepts only plain classes: written in Python, instances made by `object.__new__` with their

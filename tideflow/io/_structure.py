@@ -14,6 +14,8 @@ other value is an object with exactly one key, its tag:
     {"object": {"id": 0, "class": "module:Qualname", "attrs": [[name, value], ...]}}
     {"ref": 0}                the object with id 0 again (shared submodules, cycles)
     {"function": "tideflow.ops.activation:relu"}
+    {"class": "tideflow.nn.modules.batchnorm:BatchNorm2d"}   a class as a value (ResNet's
+                              norm_layer), under the rules of classes of objects
 
 So dict keys keep their types (0 stays an int), tuples stay tuples, OrderedDicts stay
 ordered and Counters (MultiStepLR's milestones) stay Counters. Decoding builds only these
@@ -113,6 +115,8 @@ class Encoder:
             return {"numpy_scalar": self._checked(_numpy.scalar_node, obj, path)}
         if kind is types.FunctionType:
             return {"function": self._checked(_objects.function_name, obj, path)}
+        if isinstance(obj, type):
+            return {"class": self._checked(_objects.class_name, obj, path)}
         tag = _CONTAINER_TAGS.get(kind)
         if kind is defaultdict:
             factory = self._factory_name(obj, path)
@@ -345,6 +349,10 @@ class Decoder:
         self._expect(ok, path, f"reference {payload!r:.20} to an object not yet defined")
         return self.objects[payload]
 
+    def _class(self, payload, path: tuple) -> type:
+        self._require_opt_in(f"the class {payload!r:.120}", payload, path)
+        return self._named(_objects.find_class, payload, path)
+
     def _function(self, payload, path: tuple):
         self._require_opt_in(f"the function {payload!r:.120}", payload, path)
         return self._named(_objects.find_function, payload, path)
@@ -401,4 +409,5 @@ class Decoder:
         "object": _object,
         "ref": _ref,
         "function": _function,
+        "class": _class,
     }
