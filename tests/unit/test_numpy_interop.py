@@ -117,6 +117,68 @@ def test_functions_take_a_numpy_scalar_first(name):
             _check_same(ours, theirs, f"{name}({scalar!r}, {other!r})")
 
 
+# every binary op that takes a number as its second operand (several do where PyTorch does not)
+BINARY_OPS = [
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "true_divide",
+    "floor_divide",
+    "remainder",
+    "fmod",
+    "pow",
+    "maximum",
+    "minimum",
+    "fmax",
+    "fmin",
+    "atan2",
+    "hypot",
+    "copysign",
+    "xlogy",
+    "logaddexp",
+    "logaddexp2",
+    "eq",
+    "not_equal",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+    "isclose",
+    "clamp_min",
+    "clamp_max",
+    "special.xlog1py",
+    "special.zeta",
+]
+
+
+@pytest.mark.parametrize("name", BINARY_OPS)
+def test_every_binary_op_takes_a_numpy_scalar_as_the_python_number(name):
+    fn = flow
+    for part in name.split("."):
+        fn = getattr(fn, part)
+    for dtype, values in VALUES.items():
+        t = flow.tensor(values, dtype=getattr(flow, dtype))
+        for scalar in SCALARS:
+            for value in (scalar, np.array(scalar)):
+                ours = _outcome(lambda: fn(t, value))  # noqa: B023
+                python = _outcome(lambda: fn(t, scalar.item()))  # noqa: B023
+                what = f"{name}({dtype} tensor, {value!r})"
+                if isinstance(python, type) or isinstance(ours, type):
+                    assert ours is python, f"{what}: {ours} vs {python} with the Python number"
+                else:
+                    assert ours.dtype == python.dtype, f"{what}: {ours.dtype} vs {python.dtype}"
+                    np.testing.assert_array_equal(ours.numpy(), python.numpy(), err_msg=what)
+
+
 def test_two_numbers_make_a_0d_tensor_of_their_result_type():
     assert flow.add(np.float32(1.0), -1).dtype == flow.float32
     assert flow.add(1, 2).dtype == flow.int64 and flow.add(1, 2).item() == 3
