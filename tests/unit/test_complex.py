@@ -128,6 +128,15 @@ def test_ops_undefined_for_complex_raise_naming_op_and_dtype(call, match):
         call(z)
 
 
+def test_in_place_ops_refuse_to_drop_imaginary_parts():
+    x = flow.ones(2)
+    with pytest.raises(flow.DTypeError, match=r"add_: result type tideflow\.complex64 can.t be"):
+        x.add_(1j)
+    z = flow.ones(2, dtype=flow.cfloat)
+    z.add_(1.5)
+    assert z.tolist() == [2.5 + 0j, 2.5 + 0j]
+
+
 def test_complex_tensors_require_grad():
     z = flow.tensor([1 + 2j], requires_grad=True)
     assert z.requires_grad

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..framework.errors import AutogradError
 from ..framework.grad_mode import STATE, no_grad
-from ..framework.node import Node, is_float
+from ..framework.node import Node, carries_grad
 from ..framework.tensor import Tensor, accumulator, make_tensor
 
 
@@ -62,7 +62,7 @@ class FunctionNode(Node):
     def apply(self, grads: list) -> tuple:
         if self.ctx.materialize_grads:
             for i, (shape, np_dtype) in enumerate(self.out_meta):
-                if grads[i] is None and np_dtype is not None and is_float(np_dtype):
+                if grads[i] is None and np_dtype is not None and carries_grad(np_dtype):
                     grads[i] = make_tensor(np.zeros(shape, np_dtype))
         gxs = self.fn_cls.backward(self.ctx, *grads)
         if not isinstance(gxs, tuple):
@@ -136,7 +136,7 @@ class Function:
         node = FunctionNode(cls, ctx, edges, in_meta, out_meta)
         for i, o in enumerate(outs):
             differentiable = isinstance(o, Tensor) and id(o) not in ctx._non_differentiable
-            if differentiable and is_float(o._data.dtype):
+            if differentiable and carries_grad(o._data.dtype):
                 o.requires_grad = True
                 o.grad_fn = node
                 o._out_nr = i

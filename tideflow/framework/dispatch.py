@@ -20,7 +20,7 @@ from . import dtype as dtypes
 from .errors import AutogradError, DTypeError, ShapeError, TideflowError
 from .grad_mode import STATE
 from .modes import STACK, set_base
-from .node import FLOAT_NP, OpNode, is_float, next_seq
+from .node import GRAD_NP, OpNode, carries_grad, next_seq
 from .registry import Meta, OpDef, kernel_for
 from .tensor import Tensor, _init, _new, accumulator, make_tensor
 
@@ -145,7 +145,7 @@ def _uniform(op: OpDef, arrays: list) -> bool:
             dt = a.dtype
         elif a.dtype is not dt:
             return False
-    return op.promote == "common" or dt in FLOAT_NP
+    return op.promote == "common" or dt in GRAD_NP
 
 
 def promote(op: OpDef, args: tuple, arrays: list) -> None:
@@ -231,7 +231,7 @@ def record(op: OpDef, args: tuple, attrs: dict, outs: tuple) -> None:
     if op.save_spec:
         node.save(args, outs)
     for i, o in enumerate(outs):
-        if o._data.dtype in FLOAT_NP:
+        if o._data.dtype in GRAD_NP:
             o.requires_grad = True
             o.grad_fn = node
             o._out_nr = i
@@ -313,7 +313,8 @@ def assign(self: Tensor, result: Tensor, opname: str) -> None:
             f"{opname}: the result of shape {list(src.shape)} does not match the shape "
             f"{list(dst.shape)} of the tensor written in place"
         )
-    if src.dtype != dst.dtype and is_float(src.dtype) and not is_float(dst.dtype):
+    # NOTE: a floating result cannot go into an integer tensor, nor a complex one into a real
+    if src.dtype != dst.dtype and carries_grad(src.dtype) and _narrows(src.dtype, dst.dtype):
         raise DTypeError(
             f"{opname}: result type {dtypes.from_numpy(src.dtype)} can't be cast to the "
             f"dtype {dtypes.from_numpy(dst.dtype)} of the tensor written in place"
@@ -328,6 +329,12 @@ def assign(self: Tensor, result: Tensor, opname: str) -> None:
         self.requires_grad = True
         self.grad_fn = result.grad_fn
         self._out_nr = result._out_nr
+
+
+def _narrows(src, dst) -> bool:
+    """Whether writing `src` values into `dst` would drop a category (imaginary parts,
+    fractions)."""
+    return dtypes.from_numpy(src).category > dtypes.from_numpy(dst).category
 
 
 def kernel_error(op: OpDef, args: tuple, attrs: dict, err: Exception) -> TideflowError:

@@ -20,18 +20,20 @@ def next_seq() -> int:
     return next(_seq)
 
 
-# NOTE: the dtypes whose values carry gradients: floating and complex (a complex tensor's
-# gradient is the conjugate Wirtinger derivative, as in PyTorch).
-FLOAT_NP = frozenset(
-    np.dtype(d)
-    for d in ("float16", "float32", "float64", ml_dtypes.bfloat16, "complex64", "complex128")
-)
+FLOAT_NP = frozenset(np.dtype(d) for d in ("float16", "float32", "float64", ml_dtypes.bfloat16))
+# NOTE: gradients flow through floating and complex values (a complex tensor's gradient is the
+# conjugate Wirtinger derivative, as in PyTorch).
+GRAD_NP = FLOAT_NP | {np.dtype(np.complex64), np.dtype(np.complex128)}
 
 
 def is_float(np_dtype) -> bool:
-    """Whether values of this NumPy dtype carry gradients: floating or complex (bfloat16
-    reports kind 'V')."""
+    """Whether this NumPy dtype is a floating one (bfloat16 reports kind 'V')."""
     return np_dtype in FLOAT_NP
+
+
+def carries_grad(np_dtype) -> bool:
+    """Whether values of this NumPy dtype carry gradients: floating or complex."""
+    return np_dtype in GRAD_NP
 
 
 class RemovableHandle:
@@ -172,7 +174,7 @@ class OpNode(Node):
             raise self._modified(name, data, counter[0], version)
         t = make_tensor(data)
         t._version = counter
-        if is_float(data.dtype):  # saved integer outputs (indices) carry no history
+        if carries_grad(data.dtype):  # saved integer outputs (indices) carry no history
             t.requires_grad = True
             t.grad_fn = self
             t._out_nr = nr
@@ -191,7 +193,7 @@ class OpNode(Node):
             self.__getattr__("_")  # raises the freed-graph error
         if len(grads) > 1:  # outputs nobody used get zero gradients (PyTorch materializes too)
             for i, (shape, np_dtype) in enumerate(self.out_meta):
-                if grads[i] is None and is_float(np_dtype):
+                if grads[i] is None and carries_grad(np_dtype):
                     grads[i] = make_tensor(np.zeros(shape, np_dtype))
         return self.op.grad(self, *grads)
 

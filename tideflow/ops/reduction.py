@@ -299,9 +299,11 @@ _MEAN_HINT = " (pass dtype= to average integers in a floating point dtype)"
 
 def _mean_dtype(op: str, x_dtype: dtypes.DType, dtype) -> dtypes.DType:
     if dtype is None:
-        _require_float(op, x_dtype.np, _MEAN_HINT)
+        if not x_dtype.is_complex:
+            _require_float(op, x_dtype.np, _MEAN_HINT)
         return x_dtype
-    _require_float(op, dtype.np)
+    if not dtype.is_complex:
+        _require_float(op, dtype.np)
     return dtype
 
 
@@ -540,6 +542,11 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     tensor(1.6667)
     """
     dim, correction = _correction("var", dim, unbiased, correction)
+    if isinstance(input, Tensor) and input.dtype.is_complex:  # E|z - Ez|^2: the parts' add
+        re, im = (
+            var(p, dim, keepdim=keepdim, correction=correction) for p in (input.real, input.imag)
+        )
+        return re + im
     return dispatch(
         _var, (input,), {"dim": _dims(dim), "correction": correction, "keepdim": keepdim}
     )
@@ -552,6 +559,8 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     tensor(1.1180)
     """
     dim, correction = _correction("std", dim, unbiased, correction)
+    if isinstance(input, Tensor) and input.dtype.is_complex:
+        return var(input, dim, keepdim=keepdim, correction=correction).sqrt()
     return dispatch(
         _std, (input,), {"dim": _dims(dim), "correction": correction, "keepdim": keepdim}
     )
@@ -928,6 +937,8 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     """
     _check_ord("linalg.vector_norm", ord)
     x = _cast_for_norm("linalg.vector_norm", x, dtype)
+    if isinstance(x, Tensor) and x.dtype.is_complex:  # a norm sees only the moduli
+        x = x.abs()
     return dispatch(_vector_norm, (x,), {"ord": ord, "dim": _dims(dim), "keepdim": keepdim})
 
 

@@ -165,4 +165,8 @@ RECORDS = [
     OpInfo("prod", _reductions(), variant="complex", dtypes=COMPLEX),
     OpInfo("cumsum", _reductions(), variant="complex", dtypes=COMPLEX),
     OpInfo("cumprod", _reductions(), variant="complex", dtypes=COMPLEX),
+    OpInfo("var", _reductions(), variant="complex", dtypes=COMPLEX),
+    OpInfo("std", _reductions(), variant="complex", dtypes=COMPLEX),
+    OpInfo("linalg.vector_norm", _reductions(), variant="complex", dtypes=COMPLEX),
+    OpInfo("linalg.vector_norm", _reductions(ord=1), variant="complex_l1", dtypes=COMPLEX),
 ]
