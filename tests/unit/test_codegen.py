@@ -235,10 +235,50 @@ def test_integer_and_bool_rules_match_their_numpy_kernels(dtype):
         _assert_close(g, e, f"case {i} {dtype.name}")
 
 
+def _bf16_bits(a: np.ndarray) -> np.ndarray:
+    return a.view(np.uint16) if a.dtype == flow.bfloat16.np else a
+
+
+@needs_numba
+def test_bfloat16_rules_compute_in_float32_and_round_per_member():
+    """bfloat16 members load bits, compute in float32 and round once each, as the NumPy
+    kernels: arithmetic bit for bit; transcendentals within a bfloat16 ulp (vecmath's float32
+    functions are within a few float32 ulps of NumPy's). Constants must be bfloat16 values
+    (GELU's are not: its group stays on NumPy kernels)."""
+
+    def build(x, y):
+        exact = [x + y, y - x, x * 0.5, x / y, -x, x.abs(), x.relu(), flow.maximum(x, y)]
+        exact += [flow.where(x > y, x, float("-inf")), x.clamp(-0.5, 0.75), x.square()]
+        exact += [(x.float() * 3 + 1).to(flow.bfloat16), x.to(flow.float32) - 0.25, x > y]
+        close = [x.exp(), x.tanh(), x.sigmoid(), x.log1p()]
+        return (*exact, *close)
+
+    program = _program(build, [(_SHAPE, flow.bfloat16), (_ROW, flow.bfloat16)])
+    rng = np.random.default_rng(5)
+    arrays = [_with_specials((rng.standard_normal(s) * 3), i).astype(flow.bfloat16.np)
+              for i, s in enumerate((_SHAPE, _ROW))]  # fmt: skip
+    got, expected = _generated_and_numpy(program, arrays)
+    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+        assert g.dtype == e.dtype, i
+        g32, e32 = g.astype(np.float32), e.astype(np.float32)
+        np.testing.assert_array_equal(np.isnan(g32), np.isnan(e32))  # (NaN signs may differ)
+        if i < 14:
+            keep = ~np.isnan(e32)
+            np.testing.assert_array_equal(_bf16_bits(g)[keep], _bf16_bits(e)[keep], f"case {i}")
+            continue
+        ulp = np.spacing(np.abs(e32).astype(flow.bfloat16.np)).astype(np.float32)
+        finite = np.isfinite(e32)
+        assert (np.abs(g32 - e32)[finite] <= ulp[finite]).all(), f"case {i}"
+
+
 def test_unsupported_groups_say_why():
     half = _program(lambda x: x.exp() * 2, [((4,), flow.float16)])
     with pytest.raises(Unsupported, match="float16"):
         generate(half.nodes, half.feeds, half.fetches)
+    # NumPy's kernels round a scalar to bfloat16 in some ops and not in others
+    inexact = _program(lambda x: x * 0.3 + 1, [((4,), flow.bfloat16)])
+    with pytest.raises(Unsupported, match=r"0\.3 is not a bfloat16 value"):
+        generate(inexact.nodes, inexact.feeds, inexact.fetches)
     no_rule = _program(lambda x: flow.round(x * 2), [((4,), flow.float32)])
     with pytest.raises(Unsupported, match="round has no scalar rule"):
         generate(no_rule.nodes, no_rule.feeds, no_rule.fetches)

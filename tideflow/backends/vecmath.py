@@ -1,5 +1,6 @@
 """float32 math functions that numba vectorizes: exp32, log32, tanh32, erf32, erfc32,
-expm1_32, log1p32, sigmoid32.
+expm1_32, log1p32, sigmoid32; and bfloat16 <-> float32 conversions on bits (bf16_widen,
+bf16_round, bf16_bits), with which loops compute bfloat16 in float32.
 
 numba compiles `math.exp`, `math.tanh`, `math.erf` to calls into libm, one element at a
 time, so a fused loop calling them runs slower than NumPy's ufuncs. These functions use no
@@ -325,7 +326,35 @@ def sigmoid32(x):
     return y if x == x else x
 
 
+# -- bfloat16 as float32: a bfloat16 is the upper half of a float32's bits --------------------
+_BF16_HALF_MINUS_ONE = np.uint32(0x7FFF)
+_BF16_SHIFT = np.uint32(16)
+_BF16_KEPT = np.uint32(0xFFFF0000)
+_BF16_QUIET_NAN = np.uint16(0x7FC0)
+
+
+def bf16_widen(h):
+    """The float32 value of bfloat16 bits `h` (a uint16): exact."""
+    return np.uint32(np.uint32(h) << _BF16_SHIFT).view(np.float32)
+
+
+def bf16_round(x):
+    """float32 `x` rounded to the nearest bfloat16 (ties to even), as a float32: adding
+    0x7fff plus the lowest kept bit carries into the kept half exactly when rounding up
+    (overflow goes to inf); NaN stays NaN."""
+    u = np.float32(x).view(np.uint32)
+    r = np.uint32((u + _BF16_HALF_MINUS_ONE + ((u >> _BF16_SHIFT) & np.uint32(1))) & _BF16_KEPT)
+    return r.view(np.float32) if x == x else x
+
+
+def bf16_bits(x):
+    """The bfloat16 bits (uint16) of a float32 `x` that `bf16_round` returned; NaN is the
+    quiet NaN."""
+    return np.uint16(np.float32(x).view(np.uint32) >> _BF16_SHIFT) if x == x else _BF16_QUIET_NAN
+
+
 FUNCTIONS = (exp32, log32, tanh32, erf32, erfc32, expm1_32, log1p32, sigmoid32)
+BFLOAT16 = (bf16_widen, bf16_round, bf16_bits)
 _registered = False
 
 
@@ -341,6 +370,6 @@ def register() -> None:
         *(_pow2, _exp_scaled, _exp_core, _log1p_reduced, _log_core),
         *(_erf_small, _exp_neg_square),
     )
-    for fn in (*helpers, *FUNCTIONS):
+    for fn in (*helpers, *FUNCTIONS, *BFLOAT16):
         register_jitable(inline="always")(fn)
     _registered = True

@@ -10,10 +10,12 @@ registers) and stores the group's outputs. numba compiles it (`backends/jit.py`)
   operand's element is loaded, and a member computed, in the outermost loop its operands
   vary in (per-row statistics once per row, not once per element).
 - Dtypes: float32/float64, bool and integers; each member's result is cast to the dtype the
-  IR declares for it, so values round as the unfused kernels' do. Constants (Python scalars
-  among the operands, attributes) take the dtype of the member's operands, as NumPy's weak
-  scalars do. Any other dtype, or a member without a rule for its dtypes, leaves the group on
-  its NumPy kernels (`Unsupported`).
+  IR declares for it, so values round as the unfused kernels' do. bfloat16 is computed in
+  float32, as its NumPy kernels do: loaded from its bits (arrays pass as uint16 views),
+  rounded once per member, stored as bits (vecmath's bf16_* functions). Constants (Python
+  scalars among the operands, attributes) take the dtype of the member's operands, as NumPy's
+  weak scalars do. Any other dtype, or a member without a rule for its dtypes, leaves the
+  group on its NumPy kernels (`Unsupported`).
 - Transcendentals: `MATH` names what each math function compiles to, in one place; float32
   calls go to `tideflow.backends.vecmath`'s vectorizable functions where that module has them
   (libm's stay scalar calls, which keep the loop from vectorizing).
@@ -41,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from ..backends import jit
+from ..framework import dtype as dtypes
 from .ir import Node, Value
 
 CODEGEN_VERSION = 1  # part of every source, so a change of the generator changes every key
@@ -148,11 +151,14 @@ class Emitter:
     after promotion) and the dtype of its output (`out`), and helpers that render constants
     and math calls."""
 
-    def __init__(self, source: _Source, dtypes: tuple, dtype: np.dtype, out: np.dtype) -> None:
+    def __init__(
+        self, source: _Source, dtypes: tuple, dtype: np.dtype, out: np.dtype, bf16_exact: bool
+    ) -> None:
         self._source = source
         self.dtypes = dtypes
         self.dtype = dtype
         self.out = out
+        self._bf16_exact = bf16_exact
 
     @property
     def floating(self) -> bool:
@@ -164,7 +170,9 @@ class Emitter:
 
     def c(self, value, dtype: np.dtype | None = None) -> str:
         """`value` as a constant of `dtype` (default: the computation dtype)."""
-        return self._source.constant(value, np.dtype(dtype or self.dtype))
+        return self._source.constant(
+            value, np.dtype(dtype or self.dtype), bf16_exact=self._bf16_exact
+        )
 
     def call(self, fn: str, *args: str) -> str:
         """The math function `fn` (a key of `MATH`) applied to `args`."""
@@ -197,13 +205,18 @@ class _Source:
         self.libm: set[str] = set()  # math functions called from libm, one element at a time
         self.vecmath_digest = ""
 
-    def constant(self, value, dtype: np.dtype) -> str:
+    def constant(self, value, dtype: np.dtype, *, bf16_exact: bool = False) -> str:
+        """`value` as a constant of `dtype`. With `bf16_exact` (a member on bfloat16 values)
+        only values bfloat16 holds exactly: the NumPy kernels differ in whether they round a
+        scalar to bfloat16 first (NumPy's weak scalars) or compute with it in float32."""
         if dtype not in _DTYPES:
             raise Unsupported(f"constant of dtype {dtype}")
         if isinstance(value, np.generic):
             value = value.item()
         if not isinstance(value, bool | int | float):
             raise Unsupported(f"constant {value!r}")
+        if bf16_exact and not _exact_in_bf16(value):
+            raise Unsupported(f"constant {value!r} is not a bfloat16 value")
         if dtype.kind == "b":
             return repr(bool(value))
         if dtype.kind == "f":
@@ -215,6 +228,12 @@ class _Source:
             text = repr(int(value))
         rendered = f"np.{_DTYPES[dtype]}({text})"
         return self.constants.setdefault(rendered, f"K{len(self.constants)}")
+
+    def bf16(self, fn: str, arg: str) -> str:
+        """A call of vecmath's bfloat16 conversion `fn`."""
+        _, self.vecmath_digest = _vecmath()
+        self.imports[fn] = fn
+        return f"{fn}({arg})"
 
     def function(self, fn: str, dtype: np.dtype) -> str:
         if dtype == np.float32:
@@ -252,11 +271,32 @@ def _collapse(shape: tuple[int, ...], operand_shapes: Sequence[tuple[int, ...]])
     return tuple(sizes), flags
 
 
+_BF16 = np.dtype(dtypes.bfloat16.np)
+_BF16_BITS = np.dtype(np.uint16)  # how bfloat16 arrays reach a loop
+
+
 def _np_dtype(value: Value) -> np.dtype:
+    """The dtype the loop computes `value` in: its own, float32 for bfloat16."""
     dtype = np.dtype(value.dtype.np)
+    if dtype == _BF16:
+        return np.dtype(np.float32)
     if dtype not in _DTYPES:
         raise Unsupported(f"dtype {value.dtype.name} of %{value.id}")
     return dtype
+
+
+def _exact_in_bf16(value: bool | int | float) -> bool:
+    v = float(value)
+    return math.isnan(v) or float(np.array(v).astype(_BF16)) == v
+
+
+def _is_bf16(value: Value) -> bool:
+    return value.dtype is dtypes.bfloat16
+
+
+def _as_loop_array(a: np.ndarray) -> np.ndarray:
+    """bfloat16 arrays reach the loop as their bits."""
+    return a.view(_BF16_BITS) if a.dtype == _BF16 else a
 
 
 class Generated:
@@ -300,7 +340,8 @@ def generate(
         index = ", ".join(loop_index[k] if w else "0" for k, w in enumerate(whole))
         d = max((k + 1 for k, w in enumerate(whole) if w), default=0)
         name[v], depth[v] = f"x{j}", d
-        body[d].append(f"x{j} = a{j}[{index}]")
+        load = f"a{j}[{index}]"
+        body[d].append(f"x{j} = {source.bf16('bf16_widen', load) if _is_bf16(v) else load}")
     for k, node in enumerate(members):
         if len(node.outputs) != 1 or node.op.scalar is None:
             raise Unsupported(f"{node.op.name} has no scalar rule")
@@ -310,6 +351,7 @@ def generate(
             _np_dtype(a) if isinstance(a, Value) else None for a in node.operands
         )
         dtype = _computation_dtype(node, operand_dtypes, out_dtype)
+        bf16 = _is_bf16(out) or any(isinstance(a, Value) and _is_bf16(a) for a in node.operands)
         args: list[str | None] = []
         d = 0
         for a in node.operands:
@@ -319,27 +361,30 @@ def generate(
             elif a is None:
                 args.append(None)
             else:
-                args.append(source.constant(a, dtype))
-        g = Emitter(source, operand_dtypes, dtype, out_dtype)
+                args.append(source.constant(a, dtype, bf16_exact=bf16))
+        g = Emitter(source, operand_dtypes, dtype, out_dtype, bf16_exact=bf16)
         expr = node.op.scalar(g, *args, **node.attrs)
         if expr is None:
             dtypes = ", ".join(str(t) for t in operand_dtypes if t is not None)
             raise Unsupported(f"{node.op.name} has no scalar rule for {dtypes}")
         if out_dtype.kind != "b":
             expr = f"np.{_DTYPES[out_dtype]}({expr})"
+        if _is_bf16(out):
+            expr = source.bf16("bf16_round", expr)
         # NOTE: names and comments by position, not value ids: equal groups, one source
         name[out], depth[out] = f"v{k}", d
         body[d].append(f"v{k} = {expr}  # {node.op.name}")
     if source.libm and not libm:
         raise Unsupported(f"calls libm's {', '.join(sorted(source.libm))} (no vectorizable form)")
     for j, v in enumerate(outputs):
-        body[depth_count].append(f"o{j}[{', '.join(loop_index)}] = {name[v]}")
+        value = source.bf16("bf16_bits", name[v]) if _is_bf16(v) else name[v]
+        body[depth_count].append(f"o{j}[{', '.join(loop_index)}] = {value}")
     return Generated(
         _module(source, members, len(inputs), len(outputs), body, loop_index),
         tuple(tuple(s if w else 1 for s, w in zip(sizes, f, strict=True)) for f in flags),
         sizes,
         tuple(v.shape for v in outputs),
-        tuple(_np_dtype(v) for v in outputs),
+        tuple(np.dtype(v.dtype.np) for v in outputs),
     )
 
 
@@ -470,8 +515,9 @@ class GeneratedKernel:
     def _run(self, compiled: Callable, arrays):
         g = self.generated
         outs = [np.empty(s, d) for s, d in zip(g.out_shapes, g.out_dtypes, strict=True)]
+        ins = zip(arrays, g.in_shapes, strict=True)
         compiled(
-            *(o.reshape(g.loop_shape) for o in outs),
-            *(np.ascontiguousarray(a).reshape(s) for a, s in zip(arrays, g.in_shapes, strict=True)),
+            *(_as_loop_array(o).reshape(g.loop_shape) for o in outs),
+            *(_as_loop_array(np.ascontiguousarray(a)).reshape(s) for a, s in ins),
         )
         return outs[0] if len(outs) == 1 else tuple(outs)

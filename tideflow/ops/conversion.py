@@ -21,7 +21,8 @@ _NO_ATTRS: dict = {}
 def _cast_scalar(g, x, *, dtype):
     """Conversions that agree with NumPy's on every value: to bool, to floats, and between
     integers (wrapping); float -> int differs on nan, inf and out-of-range values."""
-    to = np.dtype(dtype.np)
+    # NOTE: generated loops hold bfloat16 values as float32 and round them as they store
+    to = np.dtype(np.float32 if dtype is dtypes.bfloat16 else dtype.np)
     if to.kind == "b":
         return g.truth(x, 0)
     if to.kind in "iu" and g.floating:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .. import jit
+from .. import jit, vecmath
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 _F32 = np.dtype(np.float32)
@@ -28,20 +28,18 @@ _F32 = np.dtype(np.float32)
 @jit.jit
 def _widen(h, x):
     for i in range(h.size):
-        x[i] = np.uint32(np.uint32(h[i]) << np.uint32(16)).view(np.float32)
+        x[i] = vecmath.bf16_widen(h[i])
 
 
 @jit.jit
 def _narrow(x, h):
     for i in range(x.size):
-        u = np.float32(x[i]).view(np.uint32)
-        # round to nearest even: add 0x7fff plus the lowest kept bit, drop the lower half
-        r = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
-        h[i] = np.uint16(r) if x[i] == x[i] else np.uint16(0x7FC0)  # NaN: a quiet NaN
+        h[i] = vecmath.bf16_bits(vecmath.bf16_round(x[i]))
 
 
 def widen(a: np.ndarray) -> np.ndarray:
     """A bfloat16 array as float32 (exact)."""
+    vecmath.register()  # before the first compilation; idempotent
     out = np.empty(a.shape, _F32)
     _widen(np.ascontiguousarray(a).view(np.uint16).ravel(), out.ravel())
     return out
@@ -49,6 +47,7 @@ def widen(a: np.ndarray) -> np.ndarray:
 
 def narrow(x: np.ndarray) -> np.ndarray:
     """A float32 array rounded to bfloat16 (nearest even)."""
+    vecmath.register()
     out = np.empty(x.shape, BF16)
     _narrow(np.ascontiguousarray(x).ravel(), out.view(np.uint16).ravel())
     return out
