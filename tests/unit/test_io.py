@@ -1,6 +1,7 @@
 """Checkpoints: exact round trips of nested state, atomic writes, every broken-file error, and
 interop with PyTorch's safetensors files."""
 
+import inspect
 import io
 import json
 import math
@@ -449,6 +450,27 @@ def test_reference_cycles_are_rejected():
         save(loop, io.BytesIO())
     shared = [1, 2]
     assert roundtrip([shared, shared]) == [[1, 2], [1, 2]]  # repeated, not cyclic: fine
+
+
+def test_pytorch_only_options_are_accepted_and_change_nothing():
+    buffer = io.BytesIO()
+    save({"w": flow.ones(2)}, buffer, None, 4, _use_new_zipfile_serialization=False)
+    buffer.seek(0)
+    assert load(buffer, "cpu", None, weights_only=True, mmap=True)["w"].tolist() == [1.0, 1.0]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", ["save", "load"])
+def test_signatures_are_pytorchs(name):
+    torch = pytest.importorskip("torch")
+    ours = inspect.signature(getattr(flow, name)).parameters.values()
+    theirs = inspect.signature(getattr(torch, name)).parameters.values()
+    keyword_only = inspect.Parameter.KEYWORD_ONLY
+    positional = [p.name for p in ours if p.kind is not keyword_only]
+    assert positional == [p.name for p in theirs if p.kind is not keyword_only][: len(positional)]
+    assert {p.name for p in ours if p.kind is keyword_only} <= {
+        p.name for p in theirs if p.kind is keyword_only
+    }
 
 
 def test_bad_file_arguments():

@@ -36,7 +36,9 @@ _RECORD_FIELDS = {"data", "type", "requires_grad"}
 _PAIRED = {"complex128": (np.complex128, np.float64)}
 
 
-def save(obj, f) -> None:
+def save(
+    obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_serialization=True
+) -> None:
     """Save `obj` to `f` (a path or a binary file object), as `torch.save`.
 
     `obj` may nest dicts (any savable keys: str, int, tuple, ...), OrderedDicts, Counters,
@@ -58,6 +60,8 @@ def save(obj, f) -> None:
     Other overlapping views are stored as separate copies.
 
     Saving to a path is atomic: a crash mid-save leaves the previous file intact.
+    `pickle_module`, `pickle_protocol` and `_use_new_zipfile_serialization` are accepted from
+    PyTorch programs and change nothing: the file is safetensors, never a pickle.
 
     An object holding global tensors is saved sharded (`tideflow.io.sharded`): every rank
     calls `save`, `f` becomes a directory, and each rank writes only its own shards.
@@ -96,7 +100,7 @@ def save(obj, f) -> None:
     write(arrays, metadata, f, context)
 
 
-def load(f, map_location=None, *, weights_only: bool | None = True):
+def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None = True, mmap=None):
     """Load an object saved by `save` from `f` (a path or a binary file object).
 
     A plain safetensors file (no tideflow metadata, e.g. written by
@@ -118,7 +122,9 @@ def load(f, map_location=None, *, weights_only: bool | None = True):
     (a file never makes tideflow import a module), without calling `__init__`,
     `__setstate__` or any other hook: the instance gets the saved attributes as its
     `__dict__`. A file that is not safetensors, is truncated, fails its checksum or describes
-    an unknown structure raises a TideflowError naming the file.
+    an unknown structure raises a TideflowError naming the file. `pickle_module` and `mmap`
+    are accepted from PyTorch programs and change nothing (there is no pickle to unpickle, and
+    the loaded tensors own their memory either way).
 
     >>> import io
     >>> buffer = io.BytesIO()
