@@ -14,6 +14,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+import safetensors.numpy
 
 import tideflow as flow
 from tideflow import nn
@@ -178,6 +179,14 @@ def test_classes_kept_as_values_come_back_as_the_same_class():
     assert loaded.norm_layer is nn.BatchNorm1d and type(loaded.norm) is nn.BatchNorm1d
     with pytest.raises(flow.TideflowError, match=r"int is the built-in type int"):
         save({"kind": int}, io.BytesIO())
+
+
+def test_a_module_saved_whole_names_its_tensors_as_its_state_dict():
+    model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
+    buffer = io.BytesIO()
+    save({"model": model}, buffer)
+    stored = safetensors.numpy.load(buffer.getvalue())
+    assert set(stored) == {f"model.{name}" for name in model.state_dict()}
 
 
 def test_shared_and_cyclic_references_keep_their_identity():

@@ -69,6 +69,15 @@ def where(path: tuple) -> str:
     return "obj" + "".join(f".{key}" if type(key) is Attribute else f"[{key!r}]" for key in path)
 
 
+# A module's tables of parameters, buffers and submodules: left out of stored tensors' names,
+# so a module saved whole names its tensors as its state_dict does ('fc.weight').
+_MODULE_TABLES = {"_parameters", "_buffers", "_modules"}
+
+
+def _dotted(path: tuple) -> str:
+    return ".".join(str(k) for k in path if not (type(k) is Attribute and k in _MODULE_TABLES))
+
+
 def _float_node(x: float):
     return x if math.isfinite(x) else {"float": repr(x)}
 
@@ -154,7 +163,7 @@ class Encoder:
         if index is None:
             index = self._index[id(t)] = len(self.tensors)
             self.tensors.append(t)
-            self.names.append(self._unique_name(".".join(map(str, path)) or "tensor"))
+            self.names.append(self._unique_name(_dotted(path) or "tensor"))
         return index
 
     def _numpy_array_index(self, a: np.ndarray, path: tuple) -> int:
@@ -163,7 +172,7 @@ class Encoder:
             self._checked(_numpy.check_savable, a, path, a.dtype)
             index = self._array_index[id(a)] = len(self.arrays)
             self.arrays.append(a)
-            self.array_names.append(self._unique_name(".".join(map(str, path)) or "array"))
+            self.array_names.append(self._unique_name(_dotted(path) or "array"))
         return index
 
     def _object(self, obj, path: tuple) -> dict:
