@@ -85,6 +85,16 @@ def test_real_and_imag_are_views():
         _ = x.imag
 
 
+def test_conjugate_transposes_and_conversions():
+    z = flow.tensor([[1 + 1j, 2j], [3, 4 - 1j]])
+    expected = torch.tensor([[1 + 1j, 2j], [3, 4 - 1j]]).mH.resolve_conj().tolist()
+    assert z.mH.tolist() == z.H.tolist() == flow.adjoint(z).tolist() == expected
+    with pytest.raises(flow.ShapeError, match=r"H: expected a matrix .* \[2, 2, 2\]"):
+        _ = flow.ones(2, 2, 2, dtype=flow.cfloat).H
+    assert flow.ones(2).cfloat().dtype is flow.complex64
+    assert flow.ones(2).cdouble().dtype is flow.complex128
+
+
 def test_view_as_real_and_back_share_memory():
     z = flow.tensor([1 + 2j, 3 - 4j])
     pairs = flow.view_as_real(z)

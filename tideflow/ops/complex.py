@@ -32,6 +32,7 @@ from ._rules import (
 )
 
 __all__ = [
+    "adjoint",
     "angle",
     "complex",
     "conj",
@@ -336,6 +337,29 @@ def sgn(input):
     return dispatch(_sgn, (input,), _NO_ATTRS)
 
 
+def adjoint(input):
+    """The conjugate transpose of the last two dims (PyTorch's is a lazily conjugated view;
+    tideflow's conjugation copies complex tensors). `Tensor.mH` is the same.
+
+    >>> flow.adjoint(flow.tensor([[1 + 1j, 2j]]))
+    tensor([[1.-1.j],
+            [0.-2.j]])
+    """
+    tensor_arg("adjoint", "input", 1, input)
+    if input.ndim < 2:
+        raise ShapeError(
+            f"adjoint: expected a tensor of at least 2 dims, got shape {list(input.shape)}"
+        )
+    return conj(input.transpose(-2, -1))
+
+
+def _conj_transpose(input):
+    """`Tensor.H`: the conjugate transpose of a matrix."""
+    if input.ndim != 2:
+        raise ShapeError(f"H: expected a matrix (a 2-D tensor), got shape {list(input.shape)}")
+    return adjoint(input)
+
+
 # -- views between complex and pairs of reals -----------------------------------------------
 def _last_axis_kept_sbp(x: Meta, **_) -> list[Signature]:
     """Any axis but the pair axis may be split (view_as_real adds it, view_as_complex
@@ -437,4 +461,7 @@ methods(
     is_conj=is_conj,
     angle=angle,
     sgn=sgn,
+    adjoint=adjoint,
+    mH=property(adjoint),
+    H=property(_conj_transpose),
 )

@@ -147,6 +147,8 @@ methods(
     double=_type_method(dtypes.float64),
     half=_type_method(dtypes.float16),
     bfloat16=_type_method(dtypes.bfloat16),
+    cfloat=_type_method(dtypes.complex64),
+    cdouble=_type_method(dtypes.complex128),
     long=_type_method(dtypes.int64),
     int=_type_method(dtypes.int32),
     short=_type_method(dtypes.int16),

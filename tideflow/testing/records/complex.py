@@ -127,6 +127,7 @@ RECORDS = [
     OpInfo("polar", _polar_samples, dtypes=FLOATS),
     # NOTE: no empty sample: PyTorch's backward refuses the (0, 2) gradient's strides
     OpInfo("view_as_real", _unary(shapes=((), (5,), (3, 4))), dtypes=COMPLEX),
+    OpInfo("adjoint", _unary(shapes=((3, 4), (2, 3, 4), (0, 2))), dtypes=COMPLEX),
     OpInfo(
         "view_as_complex",
         _pairs_last,
