@@ -114,16 +114,18 @@ def _matmul_arrays(a, b, ta: bool, tb: bool):
         a = np.swapaxes(a, -1, -2)
     if tb:
         b = np.swapaxes(b, -1, -2)
+    if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous:
+        # NOTE: np.matmul (and bf16_gemm) run one GEMM per matrix of a batch; stacked rows
+        # times one matrix are one GEMM, 5-15% faster on a GPT's (batch, time, features)
+        # activations in float32, more in bfloat16 (the right operand is read once).
+        product = _matmul_arrays(a.reshape(-1, a.shape[-1]), b, False, False)
+        return product.reshape(*a.shape[:-1], b.shape[-1])
     if a.dtype in _LOW_PRECISION:
         matrices = a.dtype == _BF16 and a.ndim >= 2 and b.ndim >= 2
         if matrices and bf16_gemm.worth_it(a.shape[-2], a.shape[-1], b.shape[-1]):
             # AVX512-BF16 products with float32 sums (3x float32 BLAS), rounded once
             return bf16_gemm.rounded(bf16_gemm.bf16_gemm(a, b))
         return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
-    if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous:
-        # NOTE: np.matmul runs one GEMM per matrix of a batch; stacked rows times one matrix
-        # are one GEMM, 5-15% faster on a GPT's (batch, time, features) activations.
-        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
     return np.matmul(a, b)
 
 
