@@ -14,7 +14,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided as _np_as_strided
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ..framework.errors import Rejected, ShapeError
+from ..framework.errors import ArgumentError, Rejected, ShapeError
 from ._rules import (
     Meta,
     broadcast_only,
@@ -82,6 +82,14 @@ _as_strided = defop(
 )
 
 
+def _ints(name: str, values) -> tuple:
+    if not isinstance(values, tuple | list):
+        raise ArgumentError(
+            f"as_strided(): argument '{name}' must be a tuple of ints, not {type(values).__name__}"
+        )
+    return tuple(int_arg("as_strided", name, v) for v in values)
+
+
 def as_strided(input, size, stride, storage_offset=None):
     """A view of `input` with the given sizes and strides (in elements), starting
     `storage_offset` elements in: element (i, j, ...) reads the input's element number
@@ -90,8 +98,7 @@ def as_strided(input, size, stride, storage_offset=None):
     contiguous (a copy), so the view then aliases that copy.
     `flow.arange(6.0).as_strided((2, 2), (1, 2))`"""
     tensor_arg("as_strided", "input", 1, input)
-    size = tuple(int_arg("as_strided", "size", s) for s in size)
-    stride = tuple(int_arg("as_strided", "stride", s) for s in stride)
+    size, stride = _ints("size", size), _ints("stride", stride)
     offset = 0 if storage_offset is None else storage_offset
     offset = int_arg("as_strided", "storage_offset", offset)
     if len(size) != len(stride):

@@ -375,6 +375,9 @@ def _compare(call: Call, got, want) -> str:
     )
     if call.info.name.startswith("fft.") and not finite:
         return ""  # which bins of a transform of inf turn nan depends on the FFT's algorithm
+    if call.info.name == "nn.functional.grid_sample" and not finite:
+        return ""  # a grid point that is not finite reads nan, 0 or an edge pixel, depending
+        # on which of PyTorch's kernels (2-d vectorized, 3-d scalar) and padding runs
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         if not hasattr(w, "shape") and not isinstance(w, int | float | bool):
             continue  # torch.Size, dtypes, strings: not values

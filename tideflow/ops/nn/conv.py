@@ -21,8 +21,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ...backends import bf16_gemm
-from ...framework.errors import DTypeError, ShapeError
-from .._rules import B, Meta, P, S, Signature, defop, dispatch
+from ...framework.errors import ArgumentError, DTypeError, ShapeError
+from .._rules import B, Meta, P, S, Signature, defop, dispatch, int_arg
 from .padding import pad_or_crop
 from .sampling import compute_array
 
@@ -38,9 +38,14 @@ __all__ = [
 
 def ntuple(value, n: int, op: str, what: str) -> tuple:
     """An int, or a sequence of 1 or n ints, as an n-tuple (PyTorch's `_pair`/`_triple`)."""
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return (value,) * n
-    value = tuple(int(v) for v in value)
+    if not isinstance(value, tuple | list):
+        raise ArgumentError(
+            f"{op}(): argument '{what}' must be an int or a tuple of ints, not "
+            f"{type(value).__name__}"
+        )
+    value = tuple(int_arg(op, what, v) for v in value)
     if len(value) == 1:
         return value * n
     if len(value) != n:

@@ -13,9 +13,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...framework.errors import DTypeError, ShapeError
+from ...framework.errors import ArgumentError, DTypeError, ShapeError
 from .. import binary
-from .._rules import B, Meta, Signature, broadcast_only, defop, dispatch, tensor_arg
+from .._rules import (
+    B,
+    Meta,
+    Signature,
+    broadcast_only,
+    defop,
+    dispatch,
+    int_arg,
+    tensor_arg,
+)
 
 __all__ = ["ctc_loss"]
 
@@ -49,11 +58,11 @@ def _extended_targets(targets: np.ndarray, target_lengths: tuple, blank: int) ->
     return extended
 
 
-def _can_skip(extended: np.ndarray, blank: int) -> np.ndarray:
-    """Whether an alignment may jump from l'[s - 2] to l'[s]: l'[s] is a label that differs
-    from the previous one (repeated labels need a blank between them)."""
+def _can_skip(extended: np.ndarray) -> np.ndarray:
+    """Whether an alignment may jump from l'[s - 2] to l'[s]: s is a label position and the
+    label differs from the previous one (repeated labels need a blank between them)."""
     skip = np.zeros(extended.shape, bool)
-    skip[:, 2:] = (extended[:, 2:] != blank) & (extended[:, 2:] != extended[:, :-2])
+    skip[:, 3::2] = extended[:, 3::2] != extended[:, 1:-2:2]
     return skip
 
 
@@ -191,7 +200,7 @@ def _check_labels(extended: np.ndarray, classes: int, blank: int) -> None:
 def _prepare(log_probs, targets, target_lengths, blank):
     extended = _extended_targets(targets, target_lengths, blank)
     _check_labels(extended, log_probs.shape[2], blank)
-    return extended, _can_skip(extended, blank)
+    return extended, _can_skip(extended)
 
 
 def _ctc_kernel(log_probs, targets, *, input_lengths, target_lengths, blank, zero_infinity):
@@ -264,10 +273,12 @@ def _lengths(name: str, value) -> tuple:
         value = value.tolist()
     if isinstance(value, int):
         return (value,)
-    try:
-        return tuple(int(v) for v in value)
-    except TypeError:
-        raise ShapeError(f"ctc_loss: {name} must be a 1-d tensor or a sequence of ints") from None
+    if not isinstance(value, tuple | list):
+        raise ArgumentError(
+            f"ctc_loss(): argument '{name}' must be a 1-d tensor or a sequence of ints, not "
+            f"{type(value).__name__}"
+        )
+    return tuple(int_arg("ctc_loss", name, v) for v in value)
 
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -302,7 +313,7 @@ def ctc_loss(
     attrs = {
         "input_lengths": _lengths("input_lengths", input_lengths),
         "target_lengths": _lengths("target_lengths", target_lengths),
-        "blank": int(blank),
+        "blank": int_arg("ctc_loss", "blank", blank),
         "zero_infinity": bool(zero_infinity),
     }
     loss = dispatch(_ctc_loss, (log_probs, targets), attrs)[0]

@@ -14,13 +14,11 @@ from __future__ import annotations
 import itertools
 import math
 
-import numpy as np
-
 from ...framework import dtype as dtypes
-from ...framework.errors import DTypeError, ShapeError
-from .. import binary, indexing, linalg, unary
-from .._rules import halves_in_float32, tensor_arg
-from ..creation import on_placement_of, tensor
+from ...framework.errors import ArgumentError, DTypeError, ShapeError
+from .. import binary, indexing, linalg, shape, unary
+from .._rules import halves_in_float32, int_arg, tensor_arg
+from ..creation import linspace, on_placement_of, zeros
 
 __all__ = ["affine_grid", "grid_sample"]
 
@@ -82,6 +80,16 @@ def _source_coordinate(coord, size: int, padding_mode: str, align_corners: bool)
     return pixel
 
 
+# NOTE: PyTorch's kernels read coordinates that are not finite or beyond the int range as
+# -100, outside every input (`safe_downgrade_to_int_range`)
+_USABLE = 2.0**31 - 2
+
+
+def _outside_if_unusable(pixel):
+    usable = binary.logical_and(unary.isfinite(pixel), binary.lt(unary.abs(pixel), _USABLE))
+    return binary.where(usable, pixel, -100.0)
+
+
 def _gather_corner(flat_input, corner: list, sizes: tuple):
     """The input's values at integer positions `corner` (one (N, L) tensor per spatial dim),
     zero where a position falls outside: (N, C, L)."""
@@ -109,6 +117,7 @@ def _grid_sample(input, grid, mode: str, padding_mode: str, align_corners: bool)
         _source_coordinate(flat_grid[..., nd - 1 - d], sizes[d], padding_mode, align_corners)
         for d in range(nd)
     ]
+    coords = [_outside_if_unusable(p) for p in coords]
     flat_input = input.reshape(n, c, math.prod(sizes))
     if mode == "nearest":
         # NOTE: round half to even, as PyTorch's nearbyint
@@ -141,12 +150,14 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     return _grid_sample(input, grid, mode, padding_mode, bool(align_corners))
 
 
-def _line(steps: int, align_corners: bool) -> np.ndarray:
-    """`linspace_from_neg_one`: pixel centers in normalized coordinates."""
+def _line(steps: int, align_corners: bool, like):
+    """`linspace_from_neg_one`: pixel centers in normalized coordinates, in `like`'s dtype
+    and in PyTorch's order of operations."""
+    layout = {"dtype": like.dtype, **on_placement_of(like)}
     if steps <= 1:
-        return np.zeros(steps)
-    line = np.linspace(-1.0, 1.0, steps)
-    return line if align_corners else line * ((steps - 1) / steps)
+        return zeros(steps, **layout)
+    line = linspace(-1.0, 1.0, steps, **layout)
+    return line if align_corners else line * (steps - 1) / steps
 
 
 def affine_grid(theta, size, align_corners=None):
@@ -155,7 +166,13 @@ def affine_grid(theta, size, align_corners=None):
     the output pixel's normalized coordinates (x, y[, z], 1). Differentiable in `theta`.
     `flow.nn.functional.affine_grid(flow.eye(2, 3).unsqueeze(0), (1, 1, 4, 4), False)`"""
     tensor_arg("affine_grid", "theta", 1, theta)
-    size = tuple(int(s) for s in size)
+    if not isinstance(size, tuple | list):
+        raise ArgumentError(
+            f"affine_grid(): argument 'size' must be a tuple of ints, not {type(size).__name__}"
+        )
+    size = tuple(int_arg("affine_grid", "size", s) for s in size)
+    if any(s < 0 for s in size):
+        raise ShapeError(f"affine_grid: size {list(size)} must not be negative")
     if len(size) not in (4, 5):
         raise ShapeError(f"affine_grid: size must be 4-d or 5-d (N, C, *spatial), got {size}")
     nd = len(size) - 2
@@ -168,9 +185,9 @@ def affine_grid(theta, size, align_corners=None):
         raise DTypeError(f"affine_grid: theta must be floating point, got {theta.dtype}")
     spatial = size[2:]
     # NOTE: the base grid's last axis is (x, y[, z], 1): x runs along the last spatial dim
-    lines = [_line(s, bool(align_corners)) for s in reversed(spatial)]
-    axes = np.meshgrid(*reversed(lines), indexing="ij")[::-1]
-    base = np.stack([*axes, np.ones(spatial)], axis=-1).reshape(-1, nd + 1)
-    base = tensor(base, dtype=theta.dtype, **on_placement_of(theta))
+    lines = [_line(s, bool(align_corners), theta) for s in spatial]
+    axes = shape.meshgrid(*lines, indexing="ij")[::-1]
+    ones = axes[0].new_ones(spatial)
+    base = shape.stack([*axes, ones], dim=-1).reshape(math.prod(spatial), nd + 1)
     grid = linalg.matmul(base, theta.transpose(1, 2))
     return grid.reshape(size[0], *spatial, nd)

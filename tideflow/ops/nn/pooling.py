@@ -16,9 +16,9 @@ import math
 import numpy as np
 
 from ...framework import dtype as dtypes
-from ...framework.errors import DTypeError, ShapeError
+from ...framework.errors import ArgumentError, DTypeError, ShapeError
 from .. import indexing, unary
-from .._rules import B, Meta, P, S, Signature, defop, dispatch, tensor_arg
+from .._rules import B, Meta, P, S, Signature, defop, dispatch, int_arg, tensor_arg
 from .conv import ntuple
 from .sampling import adaptive_avg_taps, compute_array, compute_dtype, make_taps, resample
 
@@ -489,9 +489,18 @@ def _lp_pool_nd(nd: int, input, norm_type, kernel_size, stride, ceil_mode):
     _check_rank(op, input, nd)
     _require_float(op, input)
     kernel = ntuple(kernel_size, nd, op, "kernel_size")
+    stride = None if stride is None else ntuple(stride, nd, op, "stride")
+    if isinstance(norm_type, bool) or not isinstance(norm_type, int | float):
+        raise ArgumentError(
+            f"{op}(): argument 'norm_type' must be a number, not {type(norm_type).__name__}"
+        )
     p = float(norm_type)
     if p == 0:
         raise ValueError(f"{op}: norm_type must not be 0")
+    if math.isinf(p):  # the limits: the largest or the smallest |x| of each window
+        sign = 1 if p > 0 else -1
+        pool = (max_pool1d, max_pool2d, max_pool3d)[nd - 1]
+        return sign * pool(sign * unary.abs(input), kernel, stride, 0, 1, ceil_mode)
     mean = _avg_pool_nd(nd, input**p, kernel, stride, 0, ceil_mode, True, None)
     # NOTE: sign(m) * relu(|m|) is m, with PyTorch's gradient 0 where a window sums to 0
     total = unary.sign(mean) * unary.relu(unary.abs(mean)) * math.prod(kernel)
@@ -528,7 +537,12 @@ def _unpool_size(op: str, input, kernel, stride, padding, output_size) -> tuple:
     if output_size is None:
         size = default
     else:
-        size = tuple(int(s) for s in output_size)
+        if not isinstance(output_size, tuple | list):
+            raise ArgumentError(
+                f"{op}(): argument 'output_size' must be a tuple of ints, not "
+                f"{type(output_size).__name__}"
+            )
+        size = tuple(int_arg(op, "output_size", s) for s in output_size)
         if len(size) == nd + 2 or (len(size) == nd + 1 and input.ndim == nd + 1):
             size = size[-nd:]
         if len(size) != nd:
