@@ -24,6 +24,7 @@ from .ops.shape import cat
 
 __all__ = [
     "are_deterministic_algorithms_enabled",
+    "can_cast",
     "cdist",
     "compile",
     "e",
@@ -39,6 +40,7 @@ __all__ = [
     "newaxis",
     "numel",
     "pi",
+    "result_type",
     "set_float32_matmul_precision",
     "set_num_threads",
     "set_printoptions",
@@ -91,6 +93,38 @@ def _dtype_arg(fn: str, value) -> dtypes.DType:
     if not isinstance(value, dtypes.DType):
         raise TypeError(f"{fn}(): expected a tideflow dtype, got {type(value).__name__}")
     return value
+
+
+# -- promotion -----------------------------------------------------------------------------
+def result_type(tensor1, tensor2) -> dtypes.DType:
+    """The dtype an op on these operands (tensors or Python numbers) computes in, by
+    PyTorch's promotion: dimensioned tensors over 0-d ones over numbers within a category.
+
+    >>> flow.result_type(flow.tensor([1, 2]), 1.5), flow.result_type(flow.ones(2), 1j)
+    (tideflow.float32, tideflow.complex64)
+    """
+    groups: tuple[list, list, list] = ([], [], [])
+    for operand in (tensor1, tensor2):
+        if isinstance(operand, Tensor):
+            groups[0 if operand.ndim else 1].append(operand.dtype)
+        elif isinstance(operand, bool | int | float | complex):
+            groups[2].append(operand)
+        else:
+            raise TypeError(
+                f"result_type(): expected a Tensor or a number, got {type(operand).__name__}"
+            )
+    return dtypes.result_type(*groups)
+
+
+def can_cast(from_, to) -> bool:
+    """Whether PyTorch lets a result of dtype `from_` be written into a tensor of dtype `to`:
+    never into a lower category (complex into real, floating into integer, numbers into
+    bool).
+
+    >>> flow.can_cast(flow.float64, flow.int32), flow.can_cast(flow.int32, flow.cfloat)
+    (False, True)
+    """
+    return _dtype_arg("can_cast", from_).category <= _dtype_arg("can_cast", to).category
 
 
 class finfo:

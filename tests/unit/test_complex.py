@@ -42,6 +42,26 @@ def test_python_complex_scalar_follows_the_default_dtype(default_float64, name, 
     assert dtypes.result_type(*groups, [1j]).name == expected
 
 
+def test_can_cast_matches_torch_over_every_pair():
+    names = [d.name for d in dtypes.ALL]
+    ours = [[flow.can_cast(dtypes.to_dtype(a), dtypes.to_dtype(b)) for b in names] for a in names]
+    theirs = [[torch.can_cast(getattr(torch, a), getattr(torch, b)) for b in names] for a in names]
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("other", [2, 2.5, 1j, "0-d", "1-d"])
+@pytest.mark.parametrize("name", ["int32", "float64", "complex64"])
+def test_result_type_of_tensors_and_numbers_matches_torch(name, other):
+    def operand(lib):
+        if other == "0-d":
+            return lib.tensor(1j, dtype=lib.complex128)
+        return lib.ones(2, dtype=lib.float16) if other == "1-d" else other
+
+    ours = flow.result_type(flow.ones(3, dtype=getattr(flow, name)), operand(flow))
+    theirs = torch.result_type(torch.ones(3, dtype=getattr(torch, name)), operand(torch))
+    assert ours.name == str(theirs).replace("torch.", "")
+
+
 def test_default_complex_dtype_follows_the_default_dtype(default_float64):
     assert flow.get_default_complex_dtype() is flow.complex128
     assert flow.tensor([1 + 2j]).dtype is flow.complex128
