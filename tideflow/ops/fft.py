@@ -53,11 +53,15 @@ __all__ = [
     "fftn",
     "fftshift",
     "hfft",
+    "hfft2",
+    "hfftn",
     "ifft",
     "ifft2",
     "ifftn",
     "ifftshift",
     "ihfft",
+    "ihfft2",
+    "ihfftn",
     "irfft",
     "irfft2",
     "irfftn",
@@ -442,6 +446,28 @@ def ihfft(input, n=None, dim=-1, norm=None):
     """The inverse of `hfft`: the first n // 2 + 1 bins of the inverse transform of a real
     signal (the rest are their conjugates)."""
     return _r2c_transform("ihfft", input, _length("ihfft", n), (dim,), norm, False)
+
+
+def hfft2(input, s=None, dim=(-2, -1), norm=None):
+    """`hfftn` over the last two dims (by default)."""
+    return _c2r_transform("hfft2", input, s, dim, norm, True)
+
+
+def hfftn(input, s=None, dim=None, norm=None):
+    """The n-dimensional `hfft`: the real signal whose `ihfftn` is `input`, the last dim's
+    length defaulting to 2 * (m - 1)."""
+    return _c2r_transform("hfftn", input, s, dim, norm, True)
+
+
+def ihfft2(input, s=None, dim=(-2, -1), norm=None):
+    """`ihfftn` over the last two dims (by default)."""
+    return _r2c_transform("ihfft2", input, s, dim, norm, False)
+
+
+def ihfftn(input, s=None, dim=None, norm=None):
+    """The n-dimensional `ihfft`: the inverse transform of a real signal, the last dim
+    keeping its n // 2 + 1 non-negative frequencies."""
+    return _r2c_transform("ihfftn", input, s, dim, norm, False)
 
 
 # -- frequencies and shifts -----------------------------------------------------------------
