@@ -139,3 +139,30 @@ def test_weight_norm_matches_torch(dim):
     for key in ("original0", "original1"):
         mine = getattr(ours.parametrizations.weight, key).grad
         _close(mine, getattr(theirs.parametrizations.weight, key).grad)
+
+
+@pytest.mark.parametrize(
+    ("make", "shape"),
+    [
+        (lambda lib: lib.nn.Linear(5, 4), (3, 5)),
+        (lambda lib: lib.nn.ConvTranspose1d(3, 4, 2), (2, 3, 5)),  # rows along dim 1
+    ],
+)
+def test_spectral_norm_matches_torch_given_the_same_singular_vector_estimates(make, shape):
+    ours, theirs = _pair(np.random.default_rng(7), make)
+    parametrizations.spectral_norm(ours)
+    torch.nn.utils.parametrizations.spectral_norm(theirs)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    for key in ("_u", "_v"):  # the estimates start from random vectors: take PyTorch's
+        value = getattr(theirs.parametrizations.weight[0], key).numpy()
+        setattr(ours.parametrizations.weight[0], key, flow.tensor(value))
+    x = np.random.default_rng(8).standard_normal(shape)
+    for _ in range(2):  # each training forward refines the estimates once
+        y, ty = ours(flow.tensor(x)), theirs(torch.tensor(x))
+        _close(y, ty)
+    y.square().sum().backward()
+    ty.square().sum().backward()
+    _close(ours.parametrizations.weight.original.grad, theirs.parametrizations.weight.original.grad)
+    ours.eval()
+    theirs.eval()
+    _close(ours.weight, theirs.weight)

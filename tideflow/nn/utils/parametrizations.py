@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from ...ops import reduction
+from ...framework.grad_mode import no_grad
+from ...framework.tensor import Tensor
+from ...ops import linalg, reduction
+from ...ops.nn.distance import normalize
+from ..modules.conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from ..modules.module import Module
 from . import parametrize
 
-__all__ = ["weight_norm"]
+__all__ = ["spectral_norm", "weight_norm"]
 
 
 def _norm_except_dim(v, dim: int | None):
@@ -43,4 +47,84 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
     direction v; the weight is g * v / ||v||.
     `weight_norm(flow.nn.Linear(20, 40)).parametrizations.weight.original0.shape  # (40, 1)`"""
     parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+    return module
+
+
+class _SpectralNorm(Module):
+    """weight / sigma, sigma the largest singular value of the weight seen as a matrix (dim
+    `dim` its rows), estimated by power iteration: the singular vector estimates `_u`, `_v`
+    are buffers, refined by `n_power_iterations` steps at each forward in training (15 at
+    creation). A 1-d weight is simply normalized."""
+
+    def __init__(self, weight: Tensor, n_power_iterations: int, dim: int, eps: float) -> None:
+        super().__init__()
+        if not -weight.ndim <= dim < max(weight.ndim, 1):
+            raise IndexError(
+                f"spectral_norm: dim {dim} is out of range for a weight of shape "
+                f"{list(weight.shape)}"
+            )
+        if n_power_iterations <= 0:
+            raise ValueError(
+                f"spectral_norm: n_power_iterations must be positive, got {n_power_iterations}"
+            )
+        self.dim = dim % max(weight.ndim, 1)
+        self.eps = eps
+        if weight.ndim > 1:
+            self.n_power_iterations = n_power_iterations
+            matrix = self._as_matrix(weight)
+            rows, cols = matrix.shape
+            u = matrix.new_empty(rows).normal_(0, 1)
+            v = matrix.new_empty(cols).normal_(0, 1)
+            self.register_buffer("_u", normalize(u, dim=0, eps=eps))
+            self.register_buffer("_v", normalize(v, dim=0, eps=eps))
+            self._power_method(matrix, 15)
+
+    def _as_matrix(self, weight):
+        if self.dim != 0:
+            weight = weight.movedim(self.dim, 0)
+        return weight.flatten(1)
+
+    def _power_method(self, matrix, iterations: int) -> None:
+        with no_grad():
+            for _ in range(iterations):
+                self._u = normalize(linalg.mv(matrix, self._v), dim=0, eps=self.eps)
+                self._v = normalize(linalg.mv(matrix.mH, self._u), dim=0, eps=self.eps)
+
+    def forward(self, weight):
+        if weight.ndim == 1:
+            return normalize(weight, dim=0, eps=self.eps)
+        matrix = self._as_matrix(weight)
+        if self.training:
+            self._power_method(matrix, self.n_power_iterations)
+        # NOTE: copies, so that the next power iteration does not change saved tensors
+        u, v = self._u.clone(), self._v.clone()
+        sigma = linalg.vdot(u, linalg.mv(matrix, v))
+        return weight / sigma
+
+    def right_inverse(self, value):
+        return value
+
+
+def spectral_norm(
+    module: Module,
+    name: str = "weight",
+    n_power_iterations: int = 1,
+    eps: float = 1e-12,
+    dim: int | None = None,
+) -> Module:
+    """Divide `module.<name>` by its spectral norm (Miyato et al., 2018), estimated by power
+    iteration in training mode; `dim` (default 0, 1 for transposed convolutions) indexes
+    the weight matrix's rows.
+    `spectral_norm(flow.nn.Linear(20, 40)).parametrizations.weight.original.shape`"""
+    weight = getattr(module, name, None)
+    if not isinstance(weight, Tensor):
+        raise ValueError(
+            f"spectral_norm: {type(module).__name__} has no parameter or buffer named {name!r}"
+        )
+    if dim is None:
+        transposed = (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)
+        dim = 1 if isinstance(module, transposed) else 0
+    parametrize.register_parametrization(
+        module, name, _SpectralNorm(weight, n_power_iterations, dim, eps)
+    )
     return module
