@@ -3,8 +3,9 @@ the sum of the shifted exponentials and the output, the row staying in cache. Ot
 the NumPy kernels (attention and cross entropy reduce the last axis).
 
 As in the NumPy kernels: the max is subtracted first, rows of all -inf give nan (safe_softmax:
-0), a nan or +inf anywhere in a row makes the row nan. Sums may be reassociated (so they
-vectorize): rounding differs within a float sum's error bound.
+0), a nan or +inf anywhere in a row makes the row nan. Sums are reassociated (so they
+vectorize): rounding differs within a float sum's error bound. float32 rows take vecmath's
+exp32/log32 at any size; float64's libm exp runs only below SCALAR_MATH_LIMIT elements.
 
 Their backward ops likewise, per row: softmax_backward `y * (gy - sum(gy * y))` (no
 transcendentals: any size), log_softmax_backward `gy - exp(y) * sum(gy)` (float32 through
@@ -54,6 +55,59 @@ def _softmax_rows(x, y, c, kind):
                 yr[j] = yr[j] / total
 
 
+_LANES = 16  # one AVX-512 register of float32
+
+
+# NOTE: without `reassoc` (vecmath's NaN/inf selects need it off), LLVM vectorizes no float
+# reduction; so each row's max and sum run in _LANES independent lanes (a loop over lanes
+# that vectorizes) combined at the end. Deterministic: the same order every call.
+@jit.jit(error_model="numpy")
+def _softmax_rows32(x, y, c, kind):
+    rows, n = x.shape
+    ninf, zero, one = c[0], c[1], c[2]
+    lanes = np.empty(_LANES, np.float32)
+    body = n - n % _LANES
+    for r in range(rows):
+        xr = x[r]
+        yr = y[r]
+        lanes[:] = ninf
+        for j in range(0, body, _LANES):
+            for k in range(_LANES):
+                v = xr[j + k]
+                # NOTE: a nan is skipped here but still makes the row's sum (and output) nan.
+                lanes[k] = v if v > lanes[k] else lanes[k]
+        m = ninf
+        for k in range(_LANES):
+            m = lanes[k] if lanes[k] > m else m
+        for j in range(body, n):
+            m = xr[j] if xr[j] > m else m
+        if kind == _SAFE and m == ninf:
+            m = zero  # a fully masked row: every exp is 0, the output too
+        lanes[:] = zero
+        for j in range(0, body, _LANES):
+            for k in range(_LANES):
+                e = vecmath.exp32(xr[j + k] - m)
+                yr[j + k] = e
+                lanes[k] += e
+        total = zero
+        for k in range(_LANES):
+            total += lanes[k]
+        for j in range(body, n):
+            e = vecmath.exp32(xr[j] - m)
+            yr[j] = e
+            total += e
+        if kind == _LOG:
+            lse = vecmath.log32(total)
+            for j in range(n):
+                yr[j] = (xr[j] - m) - lse
+        else:
+            if kind == _SAFE and total == zero:
+                total = one
+            inv = one / total
+            for j in range(n):
+                yr[j] = yr[j] * inv
+
+
 def _make(kind: int):
     def make(numpy_kernel):
         def kernel(x, *, dim):
@@ -62,14 +116,19 @@ def _make(kind: int):
                 dt not in FLOATS
                 or x.ndim == 0
                 or dim not in (-1, x.ndim - 1)
-                or (x.size > SCALAR_MATH_LIMIT and not VECTORIZED)
+                or (dt != np.float32 and x.size > SCALAR_MATH_LIMIT and not VECTORIZED)
             ):
                 return numpy_kernel(x, dim=dim)
             n = x.shape[-1]
             y = np.empty(x.shape, dt)
             if y.size:
                 rows = np.ascontiguousarray(x).reshape(-1, n)
-                _softmax_rows(rows, y.reshape(-1, n), consts(dt, -np.inf, 0, 1), kind)
+                c = consts(dt, -np.inf, 0, 1)
+                if dt == np.float32:
+                    vecmath.register()  # before the first compilation; idempotent
+                    _softmax_rows32(rows, y.reshape(-1, n), c, kind)
+                else:
+                    _softmax_rows(rows, y.reshape(-1, n), c, kind)
             return y
 
         return kernel
