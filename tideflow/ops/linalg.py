@@ -568,7 +568,7 @@ _einsum = defop(
     meta=_einsum_meta,
     sbp=_einsum_sbp,
     kernels={"cpu": _einsum_pair_kernel},
-    grad=_einsum_grad,
+    grad=holomorphic(_einsum_grad),
     saves=("input", "other"),
 )
 
@@ -581,7 +581,7 @@ def _sums(equation: str) -> bool:
 def _einsum_reduce_meta(x: Meta, *, equation) -> Meta:
     """Like `sum`, summing integers accumulates in int64 (as PyTorch's one-operand einsum)."""
     out = _einsum_meta(x, equation=equation)
-    if not x.dtype.is_floating_point and _sums(equation):
+    if (x.dtype is dtypes.bool_ or x.dtype in dtypes.INTEGRAL) and _sums(equation):
         return Meta(out.shape, dtypes.int64)
     return out
 
@@ -592,7 +592,7 @@ _einsum_reduce = defop(
     meta=_einsum_reduce_meta,
     sbp=_einsum_sbp,
     kernels={"cpu": _einsum_reduce_kernel},
-    grad=_einsum_reduce_grad,
+    grad=holomorphic(_einsum_reduce_grad),
 )
 
 
@@ -889,7 +889,7 @@ _cross = defop(
     meta=_cross_meta,
     sbp=_cross_sbp,
     kernels={"cpu": _cross_kernel},
-    grad=_cross_grad,
+    grad=holomorphic(_cross_grad),
     saves=("input", "other"),
 )
 

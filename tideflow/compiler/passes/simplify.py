@@ -199,6 +199,8 @@ def _neutral(name: str, c, dtype: DType) -> bool:
         return bool(c == 1)
     if c != 0:
         return False
+    if dtype.is_complex:  # a real 0 adds +0.0 to the imaginary part too: -0.0 turns +0.0
+        return False
     if not dtype.is_floating_point:
         return True
     # NOTE: -0.0 + 0.0 is +0.0 and -0.0 - (-0.0) is +0.0; x + (-0.0) and x - 0.0 are x.

@@ -7,6 +7,7 @@ import numpy as np
 from ...backends import bf16_gemm
 from ...framework.errors import DTypeError, ShapeError
 from .._rules import B, Meta, P, S, Signature, defop, dispatch
+from ..complex import holomorphic
 from .softmax import compute_dtype, reject_unless
 
 __all__ = ["linear", "bilinear"]
@@ -128,7 +129,7 @@ _linear = defop(
     meta=_linear_meta,
     sbp=_linear_sbp,
     kernels={"cpu": _linear_kernel},
-    grad=_linear_grad,
+    grad=holomorphic(_linear_grad),
     saves=("input", "weight"),
 )
 

@@ -87,6 +87,17 @@ def _products(*shapes):
     ]
 
 
+def _einsum_samples(rng, dtype):
+    def a(*shape):
+        return _array(rng, shape, dtype)
+
+    return [
+        Sample(("ij,jk->ik", a(2, 3), a(3, 2))),
+        Sample(("bij,bj->bi", a(2, 3, 4), a(2, 4))),
+        Sample(("ii->", a(3, 3))),
+    ]
+
+
 def _reductions(**kwargs):
     def build(rng, dtype):
         x = _array(rng, (2, 3, 4), dtype, -1.5, 1.5)
@@ -153,6 +164,7 @@ RECORDS = [
     _analytic("cos"),
     _analytic("tanh"),
     _analytic("sigmoid"),
+    _analytic("square"),
     # -- products and reductions ------------------------------------------------------------
     OpInfo(
         "matmul", _products(((3, 4), (4, 2)), ((2, 3, 4), (4,))), variant="complex", dtypes=COMPLEX
@@ -161,6 +173,13 @@ RECORDS = [
     OpInfo("bmm", _products(((2, 2, 3), (2, 3, 4))), variant="complex", dtypes=COMPLEX),
     OpInfo("dot", _products(((4,), (4,))), variant="complex", dtypes=COMPLEX),
     OpInfo("vdot", _products(((4,), (4,))), variant="complex", dtypes=COMPLEX),
+    OpInfo(
+        "nn.functional.linear",
+        _products(((2, 3), (4, 3)), ((5, 3), (4, 3), (4,)), ((3,), (3,))),
+        variant="complex",
+        dtypes=COMPLEX,
+    ),
+    OpInfo("einsum", _einsum_samples, variant="complex", dtypes=COMPLEX),
     OpInfo("sum", _reductions(), variant="complex", dtypes=COMPLEX),
     OpInfo("mean", _reductions(), variant="complex", dtypes=COMPLEX),
     OpInfo("prod", _reductions(), variant="complex", dtypes=COMPLEX),
