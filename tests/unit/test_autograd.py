@@ -194,7 +194,7 @@ def test_in_place_on_unsaved_tensor_is_fine_and_tracks_history():
 
 def test_in_place_on_leaf_requiring_grad_raises():
     x = _t([1.0], requires_grad=True)
-    with pytest.raises(flow.TideflowError, match="leaf tensor that requires grad"):
+    with pytest.raises(flow.TideflowError, match="leaf Variable that requires grad"):
         x.add_(1)
     with flow.no_grad():
         x.add_(1)

@@ -411,7 +411,7 @@ def test_modifying_a_saved_operand_in_place_fails_backward():
 
 def test_inplace_on_a_leaf_requiring_grad_raises():
     x = _t([2.0, 3.0], requires_grad=True)
-    with pytest.raises(AutogradError, match="lerp_: a leaf tensor that requires grad"):
+    with pytest.raises(AutogradError, match="lerp_: a leaf Variable that requires grad"):
         x.lerp_(_t([1.0, 1.0]), 0.5)
 
 

@@ -418,7 +418,7 @@ def test_dropout_in_place():
     out = F.dropout(x, 0.5, inplace=True)
     assert out is x and set(np.unique(x.numpy())) <= {0.0, 2.0}
     leaf = flow.ones(3, requires_grad=True)
-    with pytest.raises(AutogradError, match="dropout_: a leaf tensor that requires grad"):
+    with pytest.raises(AutogradError, match="dropout_: a leaf Variable that requires grad"):
         F.dropout(leaf, 0.5, inplace=True)
     h = leaf * 1
     F.dropout(h, 0.5, inplace=True).sum().backward()

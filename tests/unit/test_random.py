@@ -79,7 +79,7 @@ def test_dtypes_and_in_place_fills():
     x.normal_(5, 0.1)
     assert abs(x.numpy().mean() - 5) < 0.05
     w = flow.zeros(3, requires_grad=True)
-    with pytest.raises(flow.TideflowError, match="leaf tensor that requires grad"):
+    with pytest.raises(flow.TideflowError, match="leaf Variable that requires grad"):
         w.normal_()
     with flow.no_grad():
         w.normal_()

@@ -506,7 +506,7 @@ def test_triangle_in_place(name, ref):
 
 def test_triangle_in_place_gradient_and_errors():
     leaf = flow.ones(3, 3, requires_grad=True)
-    with pytest.raises(AutogradError, match="tril_: a leaf tensor that requires grad"):
+    with pytest.raises(AutogradError, match="tril_: a leaf Variable that requires grad"):
         leaf.tril_()
     y = leaf * 2
     y.tril_()

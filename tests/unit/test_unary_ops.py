@@ -188,9 +188,9 @@ def test_inplace_with_a_negative_leaky_slope_still_differentiates():
 
 def test_inplace_on_a_leaf_that_requires_grad_is_an_error():
     x = _t([1.0, -1.0], requires_grad=True)
-    with pytest.raises(flow.TideflowError, match="relu_: a leaf tensor that requires grad"):
+    with pytest.raises(flow.TideflowError, match="relu_: a leaf Variable that requires grad"):
         F.relu(x, inplace=True)
-    with pytest.raises(flow.TideflowError, match="sin_: a leaf tensor"):
+    with pytest.raises(flow.TideflowError, match="sin_: a leaf Variable"):
         x.sin_()
 
 

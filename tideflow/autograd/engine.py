@@ -18,6 +18,7 @@ from ..framework.errors import AutogradError, TideflowError
 from ..framework.grad_mode import STATE
 from ..framework.node import AccumulateGrad, Node, OpNode
 from ..framework.tensor import Tensor, accumulator, make_tensor
+from ..framework.views import is_stale, refresh_view
 
 _running = threading.local()  # how many backward passes this thread is inside
 
@@ -29,6 +30,8 @@ def backward_running() -> bool:
 
 
 def _root_edge(t: Tensor, what: str) -> tuple[Node, int]:
+    if is_stale(t):  # a view whose base was written in place since: as the base is now
+        refresh_view(t)
     if not t.requires_grad:
         raise AutogradError(f"{what}: the tensor does not require grad and has no grad_fn")
     if t.grad_fn is not None:

@@ -23,6 +23,13 @@ from .modes import STACK, set_base
 from .node import GRAD_NP, OpNode, carries_grad, next_seq
 from .registry import Meta, OpDef, kernel_for
 from .tensor import Tensor, _init, _new, accumulator, make_tensor
+from .views import (
+    is_stale,
+    mark_views,
+    multi_output_view_error,
+    rebased_history,
+    refresh_view,
+)
 
 _ndarray = np.ndarray
 
@@ -79,15 +86,17 @@ def run_local(op: OpDef, args: tuple, attrs: dict):
         outs = tuple(_wrap(o) for o in out)
         result = outs
     if op.view:
-        base = args[0]
-        for o in outs:
-            o._version = base._version
-            o._base = base if base._base is None else base._base
+        mark_views(op, args, attrs, outs)
     if STATE.enabled and op.differentiable:
+        tracked = False
         for a in args:
-            if isinstance(a, Tensor) and a.requires_grad:
-                record(op, args, attrs, outs)
-                break
+            if isinstance(a, Tensor):
+                if a._view is not None and is_stale(a):
+                    refresh_view(a)
+                if a.requires_grad:
+                    tracked = True
+        if tracked:
+            record(op, args, attrs, outs)
     return result
 
 
@@ -239,37 +248,92 @@ def record(op: OpDef, args: tuple, attrs: dict, outs: tuple) -> None:
 
 def inplace(fn, name: str):
     """The in-place method `name` (e.g. `add_`) of the out-of-place op function `fn`: compute
-    out of place, then write into the tensor. It takes over the result's autograd identity and
-    its version advances. Nodes of this call that saved the old value get a copy of it (as
-    PyTorch saves `original_self`); older nodes that saved it raise at backward."""
+    out of place, then write into the tensor (`write_back`)."""
 
     def method(self, *args, **kwargs):
         tracking = STATE.enabled and (
-            self.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args)
+            tracked(self) or any(isinstance(a, Tensor) and tracked(a) for a in args)
         )
         if not tracking:
             assign(self, fn(self, *args, **kwargs), name)
             return self
-        if self.requires_grad and self.grad_fn is None:
-            raise AutogradError(
-                f"{name}: a leaf tensor that requires grad is used in an in-place "
-                "operation; wrap it in `with flow.no_grad():` or use the out-of-place op"
-            )
-        if self._base is not None:
-            raise AutogradError(
-                f"{name}: in-place modification of a view (of a slice, reshape, ...) that "
-                "takes part in autograd is not supported; build the result out of place "
-                "(cat, stack, where, index_put)"
-            )
+        check_inplace(self, name)
         first_node = next_seq()
-        result = fn(self, *args, **kwargs)
-        _keep_saved_value(self, result, first_node)
-        assign(self, result, name)
+        write_back(self, fn(self, *args, **kwargs), name, first_node)
         return self
 
     method.__name__ = name
     method.__doc__ = f"In-place version of `{fn.__name__}`."
     return method
+
+
+def tracked(t: Tensor) -> bool:
+    """`t` requires grad, its history brought up to date first if it is a stale view."""
+    if t._view is not None and is_stale(t):
+        refresh_view(t)
+    return t.requires_grad
+
+
+def check_inplace(self: Tensor, opname: str) -> None:
+    """Raise PyTorch's errors for in-place writes autograd cannot record: to a leaf that
+    requires grad, or to a view of one. Views of graph (lazy) or global tensors are not
+    rebased (a graph's SSA values cannot share memory)."""
+    if self.requires_grad and self.grad_fn is None:
+        raise AutogradError(
+            f"{opname}: a leaf Variable that requires grad is being used in an in-place "
+            "operation; wrap it in `with flow.no_grad():` or use the out-of-place op"
+        )
+    view = self._view
+    if view is not None:
+        base = view[0]
+        if base.requires_grad and base.grad_fn is None:
+            raise AutogradError(
+                f"{opname}: a view of a leaf Variable that requires grad is being used in an "
+                f"in-place operation (view of shape {list(self.shape)}, leaf of shape "
+                f"{list(base.shape)}); write into a clone of the leaf"
+            )
+        multi_output_view_error(
+            self, f"{opname}: output {{i}} of {{op}} is a view and is being modified in place"
+        )
+        if base.requires_grad and self.grad_fn is None:
+            raise AutogradError(
+                f"{opname}: a view was created in no_grad mode and is being modified in place "
+                "with grad mode enabled; create the view and write it both inside the no_grad "
+                "block or both outside it"
+            )
+    elif self._base is not None and (self.is_global or type(self._data) is not _ndarray):
+        raise AutogradError(
+            f"{opname}: in-place modification of a view that takes part in autograd is "
+            "supported on local eager tensors only, not in nn.Graph or on global tensors; "
+            "build the result out of place (cat, stack, where, index_put)"
+        )
+
+
+def write_back(self: Tensor, result: Tensor, opname: str, first_node: int) -> None:
+    """The end of an in-place op that autograd records: `result` (computed out of place from
+    `self` by nodes numbered from `first_node`) is written into `self`. `self` takes over its
+    history; a view's base takes the history of its region's replacement (`views.py`), and
+    so does a tensor whose history a value without one (`fill_`, `zero_`) replaces: its
+    earlier history then gets zero gradients, as in PyTorch. Nodes of this call that saved
+    the old value get a copy of it (as PyTorch saves `original_self`); older nodes that
+    saved it raise at backward."""
+    _keep_saved_value(self, result, first_node)
+    had_history = self.requires_grad
+    assign(self, result, opname)
+    view = self._view
+    if view is not None:
+        base, steps, _ = view
+        if result.requires_grad or base.requires_grad:
+            _take_history(base, rebased_history(base, steps, result))
+            refresh_view(self)
+    elif had_history and not result.requires_grad:
+        _take_history(self, rebased_history(self, (), result))
+
+
+def _take_history(t: Tensor, history: Tensor) -> None:
+    t.requires_grad = True
+    t.grad_fn = history.grad_fn
+    t._out_nr = history._out_nr
 
 
 def _keep_saved_value(self: Tensor, result: Tensor, first_node: int) -> None:

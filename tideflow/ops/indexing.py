@@ -28,7 +28,14 @@ from collections import namedtuple
 import numpy as np
 
 from ..framework import dtype as dtypes
-from ..framework.dispatch import assign, inplace, runs_locally
+from ..framework.dispatch import (
+    assign,
+    check_inplace,
+    inplace,
+    runs_locally,
+    tracked,
+    write_back,
+)
 from ..framework.errors import (
     AutogradError,
     DTypeError,
@@ -37,6 +44,7 @@ from ..framework.errors import (
     TideflowError,
 )
 from ..framework.grad_mode import STATE
+from ..framework.node import next_seq
 from ..framework.tensor import Tensor, make_tensor
 from ._rules import (
     B,
@@ -753,9 +761,7 @@ def _setitem_method(self, key, value) -> None:
     if not isinstance(value, Tensor | int | float | bool | np.generic):
         raise TypeError(f"setitem: can't assign a {type(value).__name__} to a tensor")
     basic, adv = _parse_key(self, key)
-    grad = STATE.enabled and (
-        self.requires_grad or (isinstance(value, Tensor) and value.requires_grad)
-    )
+    grad = STATE.enabled and (tracked(self) or (isinstance(value, Tensor) and tracked(value)))
     if not grad and runs_locally():
         src = value._data if isinstance(value, Tensor) else value
         try:
@@ -770,7 +776,8 @@ def _setitem_method(self, key, value) -> None:
             self._version[0] += 1
             return
     if grad:
-        _check_setitem_autograd(self)
+        check_inplace(self, "setitem")
+    first_node = next_seq()
     if isinstance(value, Tensor):
         if value.dtype is not self.dtype:
             value = value.to(self.dtype)
@@ -783,21 +790,10 @@ def _setitem_method(self, key, value) -> None:
         result = _index_put_op(region, stack, value, dims, accumulate=False)
         if basic:
             result = _setitem_op(self, result, basic)
-    assign(self, result, "setitem")
-
-
-def _check_setitem_autograd(self: Tensor) -> None:
-    if self.requires_grad and self.grad_fn is None:
-        raise AutogradError(
-            "setitem: a leaf Variable that requires grad is being used in an in-place "
-            "operation; wrap it in `with flow.no_grad():` or assign into a clone"
-        )
-    if self._base is not None:
-        raise AutogradError(
-            "setitem: in-place modification of a view (of a slice, reshape, ...) that takes "
-            "part in autograd is not supported; assign into the base tensor or build the "
-            "result out of place (index_put, where, cat)"
-        )
+    if grad:
+        write_back(self, result, "setitem", first_node)
+    else:
+        assign(self, result, "setitem")
 
 
 # -- index_put ------------------------------------------------------------------------------------
@@ -1306,7 +1302,7 @@ _index_add = defop(
 def index_add(input, dim, index, source, *, alpha=1):
     """A copy of `input` with `alpha * source[i]` added to the slice `index[i]` along `dim`
     (repeated indices add up). `source` is `input` with `dim` resized to `len(index)`."""
-    if input.dtype in dtypes.INTEGRAL and isinstance(alpha, float):
+    if not input.dtype.is_floating_point and isinstance(alpha, float):
         raise DTypeError(
             f"index_add: for integral input tensors, alpha must not be a floating point number "
             f"(input {input.dtype}, alpha={alpha})"
