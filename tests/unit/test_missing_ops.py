@@ -163,3 +163,20 @@ def test_reshape_and_view_take_their_sizes_by_keyword():
     assert x.view(size=(2, 3)).shape == (2, 3)
     with pytest.raises(TypeError, match=r"reshape\(\): give the sizes positionally or as shape="):
         x.reshape(2, shape=(2, 3))
+
+
+# -- deform_conv2d --------------------------------------------------------------------------
+def test_deform_conv2d_without_offsets_is_conv2d():
+    f64 = {"dtype": flow.float64}
+    x, w, b = flow.randn(2, 4, 5, 6, **f64), flow.randn(6, 2, 3, 3, **f64), flow.randn(6, **f64)
+    y = F.deform_conv2d(x, flow.zeros(2, 18, 3, 2, **f64), w, b, stride=(1, 2))
+    # float64 sums of 18 products of values of order 1: a few ulps apart
+    assert flow.allclose(y, F.conv2d(x, w, b, stride=(1, 2), groups=2), rtol=1e-12, atol=1e-12)
+
+
+def test_deform_conv2d_names_the_offset_shape_it_needs():
+    x, w = flow.randn(1, 2, 4, 4), flow.randn(3, 2, 3, 3)
+    with pytest.raises(ShapeError, match=r"deform_conv2d: offset must be \(N, 2 \* offset_groups"):
+        F.deform_conv2d(x, flow.zeros(1, 18, 4, 4), w)
+    with pytest.raises(ShapeError, match="deform_conv2d: mask must be"):
+        F.deform_conv2d(x, flow.zeros(1, 18, 2, 2), w, mask=flow.ones(1, 8, 2, 2))

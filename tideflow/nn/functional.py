@@ -5,6 +5,7 @@ from ..ops.activation import *  # noqa: F403
 from ..ops.nn.attention import *  # noqa: F403
 from ..ops.nn.conv import *  # noqa: F403
 from ..ops.nn.ctc import *  # noqa: F403
+from ..ops.nn.deform_conv import *  # noqa: F403
 from ..ops.nn.distance import *  # noqa: F403
 from ..ops.nn.dropout import *  # noqa: F403
 from ..ops.nn.embedding import *  # noqa: F403

@@ -117,24 +117,32 @@ def _grid_sample(input, grid, mode: str, padding_mode: str, align_corners: bool)
         _source_coordinate(flat_grid[..., nd - 1 - d], sizes[d], padding_mode, align_corners)
         for d in range(nd)
     ]
-    coords = [_outside_if_unusable(p) for p in coords]
     flat_input = input.reshape(n, c, math.prod(sizes))
     if mode == "nearest":
         # NOTE: round half to even, as PyTorch's nearbyint
-        nearest = [unary.round(p).detach().to(dtypes.int64) for p in coords]
+        nearest = [unary.round(_outside_if_unusable(p)).detach().to(dtypes.int64) for p in coords]
         out = _gather_corner(flat_input, nearest, tuple(sizes))
         return out.reshape(n, c, *out_spatial)
+    return linear_sample(flat_input, coords, tuple(sizes)).reshape(n, c, *out_spatial)
+
+
+def linear_sample(flat_input, coords: list, sizes: tuple):
+    """Bi/trilinear interpolation of `flat_input` (N, C, prod(sizes)) at the pixel positions
+    `coords` (one (N, L) tensor per spatial dim, first dim first): (N, C, L). Corners outside
+    the input read zero; the weights are polynomials of the positions, so gradients reach
+    them."""
+    coords = [_outside_if_unusable(p) for p in coords]
     lows = [unary.floor(p).detach() for p in coords]
     # factor 0: the low neighbour's weight (high - p); factor 1: the high one's (p - low)
     factors = [((low + 1) - p, p - low) for p, low in zip(coords, lows, strict=True)]
     positions = [low.to(dtypes.int64) for low in lows]
     out = None
-    for offsets in itertools.product((0, 1), repeat=nd):
+    for offsets in itertools.product((0, 1), repeat=len(sizes)):
         corner = [pos + o for pos, o in zip(positions, offsets, strict=True)]
         weight = math.prod(f[o] for f, o in zip(factors, offsets, strict=True))
-        term = _gather_corner(flat_input, corner, tuple(sizes)) * weight.unsqueeze(1)
+        term = _gather_corner(flat_input, corner, sizes) * weight.unsqueeze(1)
         out = term if out is None else out + term
-    return out.reshape(n, c, *out_spatial)
+    return out
 
 
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):

@@ -198,3 +198,75 @@ RECORDS += [
         grad=False,
     ),
 ]
+
+
+# -- deformable convolution -----------------------------------------------------------------
+def _bilinear_or_zero(plane, y, x):
+    """torchvision's `bilinear_interpolate`: 0 outside (-1, H) x (-1, W), corners outside
+    the plane read 0."""
+    h, w = plane.shape[-2:]
+    if y <= -1 or y >= h or x <= -1 or x >= w:
+        return np.zeros(plane.shape[:-2])
+    y0, x0 = int(np.floor(y)), int(np.floor(x))
+    ly, lx = y - y0, x - x0
+    total = np.zeros(plane.shape[:-2])
+    for cy, wy in ((y0, 1 - ly), (y0 + 1, ly)):
+        for cx, wx in ((x0, 1 - lx), (x0 + 1, lx)):
+            if 0 <= cy < h and 0 <= cx < w:
+                total = total + wy * wx * plane[..., cy, cx]
+    return total
+
+
+def _deform_conv2d_ref(x, offset, weight, bias, stride, padding, dilation, mask):
+    """Deformable convolution tap by tap (small samples only)."""
+    (n, c, _, _), (o, per_group, kh, kw) = x.shape, weight.shape
+    out_h, out_w = offset.shape[2:]
+    taps, offset_groups = kh * kw, offset.shape[1] // (2 * kh * kw)
+    channels = c // offset_groups
+    columns = np.zeros((n, c, taps, out_h, out_w))
+    for b, g, k, i, j in itertools.product(
+        range(n), range(offset_groups), range(taps), range(out_h), range(out_w)
+    ):
+        dy, dx = offset[b, 2 * (g * taps + k) : 2 * (g * taps + k) + 2, i, j]
+        y = i * stride[0] - padding[0] + (k // kw) * dilation[0] + dy
+        x_ = j * stride[1] - padding[1] + (k % kw) * dilation[1] + dx
+        value = _bilinear_or_zero(x[b, g * channels : (g + 1) * channels].astype(np.float64), y, x_)
+        if mask is not None:
+            value = value * mask[b, g * taps + k, i, j]
+        columns[b, g * channels : (g + 1) * channels, k, i, j] = value
+    groups = c // per_group
+    columns = columns.reshape(n, groups, per_group * taps, out_h * out_w)
+    kernel = weight.reshape(groups, o // groups, per_group * taps).astype(np.float64)
+    out = np.einsum("gok,ngkp->ngop", kernel, columns).reshape(n, o, out_h, out_w)
+    if bias is not None:
+        out = out + bias.reshape(1, -1, 1, 1)
+    return out.astype(x.dtype)
+
+
+# input, weight, bias?, offset groups, mask?, stride, padding, dilation
+_DEFORM = [
+    ((1, 1, 3, 3), (1, 1, 2, 2), False, 1, False, (1, 1), (0, 0), (1, 1)),
+    ((2, 4, 5, 6), (6, 2, 3, 3), True, 2, True, (1, 1), (1, 1), (1, 1)),
+    ((1, 2, 6, 5), (2, 2, 2, 3), True, 1, True, (2, 1), (1, 0), (1, 2)),
+]
+
+
+def _deform_samples(rng, dtype):
+    out = []
+    for xs, ws, bias, groups, mask, stride, padding, dilation in _DEFORM:
+        n, (o, _, kh, kw) = xs[0], ws
+        size = [
+            (xs[2 + d] + 2 * padding[d] - dilation[d] * ((kh, kw)[d] - 1) - 1) // stride[d] + 1
+            for d in (0, 1)
+        ]
+        offset = make_array(rng, (n, 2 * groups * kh * kw, *size), dtype, -1.5, 1.5)
+        m = make_array(rng, (n, groups * kh * kw, *size), dtype, 0, 1) if mask else None
+        b = make_array(rng, (o,), dtype) if bias else None
+        args = (make_array(rng, xs, dtype), offset, make_array(rng, ws, dtype), b)
+        out.append(Sample((*args, stride, padding, dilation, m)))
+    return out
+
+
+RECORDS += [
+    OpInfo(_fn("deform_conv2d"), _deform_samples, ref=_deform_conv2d_ref),
+]
