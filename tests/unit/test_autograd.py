@@ -177,7 +177,7 @@ def test_in_place_on_saved_tensor_is_detected():
     y = h * h  # saves h
     h.add_(1)
     with pytest.raises(
-        flow.TideflowError, match=r"modified by an in-place operation.*MulBackward0"
+        flow.TideflowError, match=r"modified by an inplace operation.*MulBackward0"
     ):
         y.sum().backward()
 

@@ -267,7 +267,7 @@ def test_inplace_on_a_saved_tensor_fails_backward_as_in_eager():
         y.sum().backward()
         return y
 
-    with pytest.raises(AutogradError, match="modified by an in-place operation"):
+    with pytest.raises(AutogradError, match="modified by an inplace operation"):
         trace(build, ((3,), F32), variables={"w": w})
 
 

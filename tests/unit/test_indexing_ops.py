@@ -227,7 +227,7 @@ def test_setitem_after_save_breaks_backward():
     y = x.clone()
     z = y * y
     y[0] = 5.0
-    with pytest.raises(AutogradError, match=r"modified by an in-place operation"):
+    with pytest.raises(AutogradError, match=r"modified by an inplace operation"):
         z.sum().backward()
 
 

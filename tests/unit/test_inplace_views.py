@@ -283,7 +283,7 @@ def test_a_saved_tensor_written_through_a_view_raises_at_backward():
     b = x * 1.0
     y = b * b  # saves b
     b[1:].mul_(2)
-    with pytest.raises(AutogradError, match=r"modified by an in-place operation: MulBackward0"):
+    with pytest.raises(AutogradError, match=r"modified by an inplace operation: MulBackward0"):
         y.sum().backward()
 
 

@@ -516,7 +516,7 @@ def test_triangle_in_place_gradient_and_errors():
     z = leaf.exp()  # exp saves its output ...
     w = z * 1
     z.triu_()  # ... which triu_ then overwrites
-    with pytest.raises(AutogradError, match="modified by an in-place operation"):
+    with pytest.raises(AutogradError, match="modified by an inplace operation"):
         (w + z).sum().backward()
 
 

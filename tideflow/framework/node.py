@@ -182,8 +182,8 @@ class OpNode(Node):
 
     def _modified(self, name: str, data, now: int, then: int) -> AutogradError:
         return AutogradError(
-            f"one of the tensors needed for gradient computation has been modified by an "
-            f"in-place operation: {self.name()} saved {name!r} (shape {list(data.shape)}, "
+            f"one of the variables needed for gradient computation has been modified by an "
+            f"inplace operation: {self.name()} saved {name!r} (shape {list(data.shape)}, "
             f"{data.dtype}) at version {then}, and it is now at version {now}. Hint: replace "
             "the in-place op that modified it with its out-of-place form."
         )
