@@ -326,3 +326,20 @@ def test_in_place_write_to_a_view_inside_a_graph_raises():
 
     with pytest.raises(AutogradError, match=r"not in nn\.Graph"):
         Step()(flow.ones(2, 4))
+
+
+def test_real_and_imag_views_of_a_complex_tensor_match_pytorch():
+    """The views change the dtype: their transposes give a real gradient its complex base."""
+
+    def run(lib):
+        z = np.arange(6).reshape(2, 3) + 1j * np.arange(6, 12).reshape(2, 3)
+        x = lib.tensor(z, requires_grad=True)
+        w = lib.tensor(np.linspace(-1.0, 1.0, 3), requires_grad=True)
+        b = x * (1 + 1j)
+        b.real[0].mul_(w)
+        b.imag[1].add_(w)
+        b.backward(lib.tensor(np.full((2, 3), 0.5 + 0.25j)))
+        return b.detach().numpy(), x.grad.numpy(), w.grad.numpy()
+
+    for a, e in zip(run(flow), run(torch), strict=True):
+        np.testing.assert_allclose(a, e, rtol=RTOL, atol=ATOL)
