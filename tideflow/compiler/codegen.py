@@ -48,7 +48,8 @@ from .ir import Node, Value
 
 CODEGEN_VERSION = 1  # part of every source, so a change of the generator changes every key
 
-# dtypes a generated loop computes in; float16/bfloat16 (and complex) stay on NumPy kernels
+# dtypes a generated loop computes in (bfloat16 computes in float32: `_np_dtype`); float16
+# and complex stay on NumPy kernels
 _DTYPES = {
     np.dtype(t): t.__name__
     for t in (
@@ -148,8 +149,8 @@ def _vecmath() -> tuple[dict[str, str], str]:
 class Emitter:
     """What a scalar rule sees as `g`: the member's operand dtypes (`dtypes`, None for
     constants and absent operands), the dtype it computes in (`dtype`: its tensor operands',
-    after promotion) and the dtype of its output (`out`), and helpers that render constants
-    and math calls."""
+    after promotion) and the dtype of its output (`out`), bfloat16 appearing as float32, and
+    helpers that render constants and math calls."""
 
     def __init__(
         self, source: _Source, dtypes: tuple, dtype: np.dtype, out: np.dtype, bf16_exact: bool
