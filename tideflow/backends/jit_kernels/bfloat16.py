@@ -2,7 +2,7 @@
 the other kernels serving bfloat16 operands.
 
 ml_dtypes converts bfloat16 one element at a time and computes bfloat16 ufuncs the same way,
-so under bf16 autocast the elementwise work around the GEMMs cost more than the GEMMs saved.
+so under bf16 autocast the elementwise work around the GEMMs costs more than the GEMMs save.
 A bfloat16 is the upper half of a float32: widening is a shift, narrowing rounds the lower
 half away to nearest even (NaN stays a quiet NaN, overflow goes to inf), as ml_dtypes does.
 
