@@ -343,3 +343,10 @@ def test_real_and_imag_views_of_a_complex_tensor_match_pytorch():
 
     for a, e in zip(run(flow), run(torch), strict=True):
         np.testing.assert_allclose(a, e, rtol=RTOL, atol=ATOL)
+
+
+def test_in_place_write_to_a_view_of_a_global_tensor_raises():
+    placement = flow.placement("cpu", ranks=[0])
+    x = flow.ones(4, 3, requires_grad=True).to_global(placement=placement, sbp=flow.sbp.broadcast)
+    with pytest.raises(AutogradError, match="on global tensors"):
+        (x * 1.0)[:, :2].mul_(2)

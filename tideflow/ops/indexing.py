@@ -11,8 +11,9 @@ n dims gives n rows; a lone int64 index is just reshaped), so grad rules can sav
 tracing sees it.
 
 `x[key] = value` writes into x. Without autograd it assigns straight into the memory; with
-autograd it computes the result out of place (`setitem`, `index_put`) and `assign`s it, which
-moves the history onto x.
+autograd it computes the result out of place (`setitem`, `index_put`) and writes it back
+(`write_back`), which moves the history onto x, and onto x's base when x is a view
+(framework/views.py).
 
 Ops whose output shape depends on the values (`DATA_DEPENDENT`) report -1 for that dim in
 their meta.
