@@ -2,6 +2,8 @@
 
     tideflow train gpt [--steps N --batch-size B --n-layer L ... --out PATH --seed S]
     tideflow sample gpt CHECKPOINT [--tokens N --prompt TEXT --temperature T --top-k K]
+    tideflow plan --model gpt --layers L --hidden H --heads A --global-batch B \
+        --cluster a100-80gb --nodes N [--tp T --pp P ... | --search] [--json]
     python -m tideflow.distributed.launch --nproc_per_node 8 -m tideflow train gpt \
         --dp 2 --tp 2 --pp 2
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import types
 import typing
@@ -28,6 +31,7 @@ from .models.char_gpt import (
     train_char_gpt,
 )
 from .models.gpt_parallel import check_gpt_parallel
+from .parallel import cost
 
 _METAVARS = {int: "N", float: "X", str: "TEXT"}
 
@@ -101,6 +105,78 @@ def _sample_gpt(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     return 0
 
 
+_LAYOUT_FLAGS = ("tp", "pp", "dp", "micro_batch", "recompute", "zero", "interleave")
+
+
+def _plan(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    given = {name: getattr(args, name) for name in _LAYOUT_FLAGS}
+    try:
+        if args.calibrate:
+            cost.calibrate()
+        spec = cost.GPTSpec(args.layers, args.hidden, args.heads, args.seq, args.vocab)
+        cluster = cost.make_cluster(args.cluster, args.nodes, args.gpus_per_node)
+        chosen = cost.plan(spec, cluster, args.global_batch, **({} if args.search else given))
+        baseline = None
+        if args.search and any(v is not None for v in given.values()):
+            baseline = cost.plan(spec, cluster, args.global_batch, **given)
+    except TideflowError as e:
+        parser.error(str(e))
+    if args.json:
+        report = {"parameters": spec.parameters, "devices": cluster.devices, **chosen.to_json()}
+        if baseline is not None:
+            report["given_layout"] = baseline.to_json()
+        print(json.dumps(report, indent=1))
+        return 0
+    print(cost.format_plan(chosen, spec, cluster))
+    if baseline is not None:
+        print("\nagainst the layout given:\n" + cost.explain(chosen, baseline))
+    return 0
+
+
+def _add_plan_options(plan: argparse.ArgumentParser) -> None:
+    model = plan.add_argument_group("model")
+    model.add_argument("--model", choices=["gpt"], default="gpt", help="model family")
+    model.add_argument("--layers", type=int, required=True, metavar="L", help="transformer layers")
+    model.add_argument("--hidden", type=int, required=True, metavar="H", help="hidden size")
+    model.add_argument("--heads", type=int, required=True, metavar="A", help="attention heads")
+    model.add_argument("--seq", type=int, default=2048, metavar="S", help="sequence length")
+    model.add_argument("--vocab", type=int, default=51200, metavar="V", help="vocabulary size")
+    model.add_argument(
+        "--global-batch", type=int, required=True, metavar="B", help="sequences per step"
+    )
+    where = plan.add_argument_group("cluster")
+    where.add_argument(
+        "--cluster", default="a100-80gb", metavar="NAME",
+        help="a100-80gb, h100-80gb, h200, local (this machine, measured) or FILE.json",
+    )  # fmt: skip
+    where.add_argument("--nodes", type=int, default=None, metavar="N", help="nodes (default 1)")
+    where.add_argument(
+        "--gpus-per-node", type=int, default=None, metavar="G",
+        help="devices per node (default 8; local: one per CPU)",
+    )  # fmt: skip
+    where.add_argument(
+        "--calibrate", action="store_true", help="measure this machine again for --cluster local"
+    )
+    layout = plan.add_argument_group("layout (each one left out is picked by the planner)")
+    layout.add_argument("--tp", type=int, default=None, metavar="T", help="tensor-parallel size")
+    layout.add_argument("--pp", type=int, default=None, metavar="P", help="pipeline stages")
+    layout.add_argument("--dp", type=int, default=None, metavar="D", help="data-parallel size")
+    layout.add_argument("--micro-batch", type=int, default=None, metavar="b", help="per rank")
+    layout.add_argument(
+        "--recompute", action=argparse.BooleanOptionalAction, default=None,
+        help="recompute activations in backward",
+    )  # fmt: skip
+    layout.add_argument("--zero", type=int, default=None, metavar="STAGE", help="ZeRO stage 0-3")
+    layout.add_argument(
+        "--interleave", type=int, default=None, metavar="K", help="model chunks per stage"
+    )
+    plan.add_argument(
+        "--search", action="store_true",
+        help="search every layout field; a layout also given is explained against the best",
+    )  # fmt: skip
+    plan.add_argument("--json", action="store_true", help="print one JSON object")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tideflow", description="tideflow: train and sample the reference models."
@@ -134,6 +210,15 @@ def build_parser() -> argparse.ArgumentParser:
     sample_gpt.add_argument("--top-k", type=int, default=None, help="sample from the top k only")
     sample_gpt.add_argument("--seed", type=int, default=0, help="sampling seed")
     sample_gpt.set_defaults(run=_sample_gpt, command_parser=sample_gpt)
+
+    plan = commands.add_parser(
+        "plan", formatter_class=defaults, help="predict a training step on a cluster",
+        description="Predict the step time, TFLOP/s per device, memory per device and "
+        "pipeline bubble of a GPT on a cluster for a tensor x pipeline x data-parallel layout, "
+        "or find the fastest layout that fits. See docs/planning.md.",
+    )  # fmt: skip
+    _add_plan_options(plan)
+    plan.set_defaults(run=_plan, command_parser=plan)
     return parser
 
 

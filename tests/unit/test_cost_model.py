@@ -1,0 +1,191 @@
+"""The cost model's parts against hand calculations (tideflow.parallel.cost)."""
+
+import json
+import math
+
+import pytest
+
+from tideflow.framework.errors import ArgumentError
+from tideflow.parallel.cost import (
+    DeviceProfile,
+    GPTSpec,
+    Link,
+    Network,
+    _calibrate,
+    _memory,
+    _network,
+    bubble_fraction,
+    make_cluster,
+    megatron_flops,
+    pipeline_time,
+)
+
+GB = 1e9
+
+
+def test_gemm_efficiency_follows_the_stated_curve():
+    device = DeviceProfile("d", 100e12, 1e12, 80 * GB, max_efficiency=0.7, half_size=16)
+    assert device.gemm_efficiency(2048, 128, 4096) == pytest.approx(0.7 * 128 / 144)
+    # 2 m n k FLOPs at 100 TFLOP/s * 0.7 * 4096/4112; compute-bound at this size
+    expected = 2 * 4096**3 / (100e12 * 0.7 * 4096 / 4112)
+    assert device.gemm_time(4096, 4096, 4096) == pytest.approx(expected)
+
+
+def test_a_thin_gemm_is_bound_by_memory():
+    device = DeviceProfile("d", 100e12, 1e12, 80 * GB, max_efficiency=0.7, half_size=16)
+    # (8192 x 1) @ (1 x 8192): 2*8192^2 FLOPs, but the 8192^2 fp16 result alone is 134 MB
+    moved = 2 * (8192 + 8192 + 8192 * 8192)
+    assert device.gemm_time(8192, 8192, 1) == pytest.approx(moved / 1e12)
+
+
+def test_ring_tree_and_ring_collectives_in_the_alpha_beta_model():
+    link = Link(bandwidth=10 * GB, latency_s=1e-5)
+    m = 1 * GB
+    assert _network.ring_allreduce(link, m, 4) == pytest.approx(6e-5 + 2 * 3 / 4 * 0.1)
+    assert _network.tree_allreduce(link, m, 4) == pytest.approx(4e-5 + 2 * 0.1)
+    assert _network.allgather(link, m, 4) == pytest.approx(3e-5 + 3 / 4 * 0.1)
+    assert _network.reduce_scatter(link, m, 4) == _network.allgather(link, m, 4)
+    assert _network.sendrecv(link, m) == pytest.approx(1e-5 + 0.1)
+    assert _network.ring_allreduce(link, m, 1) == 0.0
+    # small messages: the tree's log2(n) latency steps beat the ring's n-1
+    assert _network.flat_allreduce(link, 8, 64) == _network.tree_allreduce(link, 8, 64)
+    assert _network.flat_allreduce(link, m, 64) == _network.ring_allreduce(link, m, 64)
+
+
+def test_a_group_across_nodes_reduces_hierarchically():
+    intra, inter = Link(300 * GB, 5e-6), Link(25 * GB, 10e-6)
+    net = Network(intra, inter)
+    m = 8 * GB
+    # 32 ranks, 8 per node: reduce-scatter in the node, all-reduce 1/8 of the data over the 4
+    # nodes (each of the 8 ranks on its own NIC), all-gather in the node
+    within = 7 * 5e-6 + 7 / 8 * m / (300 * GB)
+    across = min(
+        2 * 3 * 10e-6 + 2 * 3 / 4 * (m / 8) / (25 * GB), 2 * 2 * 10e-6 + 2 * (m / 8) / (25 * GB)
+    )
+    assert net.allreduce(m, 32, per_node=8) == pytest.approx(2 * within + across)
+    # one rank per node: every byte crosses the NIC
+    assert net.allreduce(m, 4, per_node=1) == pytest.approx(_network.flat_allreduce(inter, m, 4))
+    assert net.allreduce(m, 8, per_node=8) == pytest.approx(_network.flat_allreduce(intra, m, 8))
+
+
+def test_model_states_under_each_zero_stage():
+    psi, dp = 1e9, 8
+    assert _memory.model_state_bytes(psi, dp, 0) == pytest.approx(16e9)
+    assert _memory.model_state_bytes(psi, dp, 1) == pytest.approx(4e9 + 12e9 / 8)
+    assert _memory.model_state_bytes(psi, dp, 2) == pytest.approx(2e9 + 14e9 / 8)
+    assert _memory.model_state_bytes(psi, dp, 3) == pytest.approx(16e9 / 8)
+
+
+def test_activations_under_1f1b_with_and_without_recompute():
+    spec = GPTSpec(layers=8, hidden=1024, heads=16, seq=512, vocab=1000)
+    s, b, h, a, t = 512, 2, 1024, 16, 2
+    per_layer = s * b * h * (10 + 24 / t + 5 * a * s / (h * t))
+    assert _memory.layer_activation_bytes(spec, b, t) == pytest.approx(per_layer)
+    # p=4 stages of 2 layers; the first holds min(p, m) micro-batches
+    assert _memory.stage_activation_bytes(spec, b, t, 4, 16, False) == pytest.approx(
+        4 * 2 * per_layer
+    )
+    assert _memory.stage_activation_bytes(spec, b, t, 4, 3, False) == pytest.approx(
+        3 * 2 * per_layer
+    )
+    # recompute keeps each layer's 2-byte input, plus one layer's full set being recomputed
+    assert _memory.stage_activation_bytes(spec, b, t, 4, 16, True) == pytest.approx(
+        4 * 2 * (2 * s * b * h) + per_layer
+    )
+    # interleaving with v=2 chunks: (1 + (p-1)/(p v)) times as much in flight
+    assert _memory.stage_activation_bytes(spec, b, t, 4, 16, False, 2) == pytest.approx(
+        4 * (1 + 3 / 8) * 2 * per_layer
+    )
+
+
+def test_equal_stages_give_the_1f1b_and_interleaved_bubbles():
+    p, m = 8, 32
+    plain = pipeline_time([1.0] * p, m)
+    assert plain.total_s == pytest.approx(m + p - 1)
+    assert plain.bubble_fraction == pytest.approx(bubble_fraction(p, m)) == (p - 1) / (m + p - 1)
+    interleaved = pipeline_time([1.0] * p, m, interleave=4)
+    assert interleaved.total_s == pytest.approx(m + (p - 1) / 4)
+    assert interleaved.bubble_fraction == pytest.approx((p - 1) / (4 * m + p - 1))
+
+
+def test_the_slowest_stage_paces_the_pipeline():
+    # stages of 1, 1, 2 s: the first micro-batch crosses in 4 s, the other 9 wait on the 2 s one
+    assert pipeline_time([1.0, 1.0, 2.0], 10).total_s == pytest.approx(10 * 2 + 2)
+
+
+def test_megatron_flop_count():
+    spec = GPTSpec(layers=1, hidden=1, heads=1, seq=1, vocab=16)
+    # 96 B s l h^2 (1 + s/6h + V/16lh) with recompute, 72 (1 + s/6h + V/12lh) without
+    assert megatron_flops(spec, 1, recompute=True) == pytest.approx(96 * (1 + 1 / 6 + 1))
+    assert megatron_flops(spec, 1, recompute=False) == pytest.approx(72 * (1 + 1 / 6 + 16 / 12))
+
+
+@pytest.mark.parametrize(
+    ("layers", "hidden", "heads", "published_billions"),
+    [(24, 2304, 24, 1.7), (48, 8192, 64, 39.1), (128, 25600, 160, 1008.0)],
+)
+def test_parameter_count_matches_megatron_table_1(layers, hidden, heads, published_billions):
+    spec = GPTSpec(layers=layers, hidden=hidden, heads=heads, seq=2048, vocab=51200)
+    assert spec.parameters / 1e9 == pytest.approx(published_billions, rel=0.03)
+
+
+def test_spec_refuses_heads_that_do_not_divide_hidden():
+    with pytest.raises(ArgumentError, match="hidden 100 is not divisible by heads 3"):
+        GPTSpec(layers=2, hidden=100, heads=3, seq=8, vocab=10)
+
+
+def test_fit_recovers_the_curve():
+    sizes = [16, 64, 256, 1024]
+    rates = [5e10 * d / (d + 40) for d in sizes]
+    peak, half = _calibrate.fit_gemm_curve(sizes, rates)
+    assert peak == pytest.approx(5e10)
+    assert half == pytest.approx(40)
+
+
+def test_local_cluster_reads_the_calibration_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    profile = {
+        "peak_flops": 1e11, "half_size": 20.0, "memory_bandwidth": 1e10,
+        "memory_bytes": 16e9, "op_overhead_s": 1e-5, "link_bandwidth": 2e9,
+        "link_latency_s": 4e-6, "cpus": 4,
+    }  # fmt: skip
+    path = _calibrate.cache_path()
+    assert path == tmp_path / "tideflow" / "cost_profile.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(profile))
+    cluster = make_cluster("local", gpus_per_node=2)
+    assert cluster.devices == 2
+    assert cluster.device.memory_bytes == 8e9  # two ranks share the machine
+    assert cluster.device.gemm_efficiency(20, 20, 20) == pytest.approx(0.5)
+    assert cluster.network.intra == Link(2e9, 4e-6) == cluster.network.inter
+
+
+def test_cluster_spec_from_json(tmp_path):
+    spec = {
+        "gpus_per_node": 4, "nodes": 2,
+        "device": {"peak_tflops": 100, "memory_gb": 40, "memory_bandwidth_gbs": 1500},
+        "intra": {"bandwidth_gbs": 100, "latency_us": 2},
+        "inter": {"bandwidth_gbs": 10, "latency_us": 8},
+    }  # fmt: skip
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(spec))
+    cluster = make_cluster(str(path), nodes=3)
+    assert (cluster.devices, cluster.device.peak_flops) == (12, 100e12)
+    assert cluster.network.inter == Link(10 * GB, 8e-6)
+    path.write_text(json.dumps({"nodes": 1}))
+    with pytest.raises(ArgumentError, match="cannot read the cluster spec"):
+        make_cluster(str(path))
+
+
+def test_unknown_device_is_named():
+    with pytest.raises(ArgumentError, match="unknown device 'v100'"):
+        make_cluster("v100")
+
+
+@pytest.mark.slow
+def test_calibration_measures_this_machine(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    profile = _calibrate.calibrate()
+    assert _calibrate.cache_path().exists()
+    for key in ("peak_flops", "memory_bandwidth", "link_bandwidth", "link_latency_s"):
+        assert math.isfinite(profile[key]) and profile[key] > 0

@@ -1,0 +1,33 @@
+"""The cost model: predicted compute, communication, memory and schedule of a training step,
+and the cluster planner behind `tideflow plan`. See docs/planning.md."""
+
+from ._calibrate import calibrate
+from ._cluster import Cluster
+from ._cluster_names import make_cluster
+from ._devices import PRESET_DEVICES, DeviceProfile
+from ._gpt import GPTSpec, megatron_flops
+from ._network import PRESET_NETWORKS, Link, Network
+from ._planner import Layout, Plan, evaluate, plan
+from ._report import explain, format_plan
+from ._schedule import bubble_fraction, pipeline_time
+
+__all__ = [
+    "PRESET_DEVICES",
+    "PRESET_NETWORKS",
+    "Cluster",
+    "DeviceProfile",
+    "GPTSpec",
+    "Layout",
+    "Link",
+    "Network",
+    "Plan",
+    "bubble_fraction",
+    "calibrate",
+    "evaluate",
+    "explain",
+    "format_plan",
+    "make_cluster",
+    "megatron_flops",
+    "pipeline_time",
+    "plan",
+]

@@ -1,0 +1,75 @@
+"""Device profiles: how fast one accelerator multiplies matrices and streams memory.
+
+A GEMM of sizes (m, n, k) runs at `peak_flops * gemm_efficiency(m, n, k)`, one curve for
+every device:
+
+    efficiency(d) = max_efficiency * d / (d + half_size),   d = min(m, n, k)
+
+the smallest dimension bounds how much each loaded tile is reused (tile and wave
+quantisation, too, hurt thin GEMMs most). The published presets share `max_efficiency=0.80`
+and `half_size=16`: cuBLAS reaches about 80% of the dense tensor-core peak on large
+half-precision GEMMs, and a head dimension of 64-128 (the attention batched GEMMs) loses
+11-20% of that. The `local` profile fits the same two numbers to GEMMs it times here (see
+`calibrate`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ...framework.errors import ArgumentError
+
+GB = 1e9
+TERA = 1e12
+
+PRESET_MAX_EFFICIENCY = 0.70
+PRESET_HALF_SIZE = 16.0
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceProfile:
+    """One device: dense half-precision peak, memory bandwidth and size, the GEMM curve.
+
+    `op_overhead_s` is the time an op costs beyond its FLOPs and bytes (zero on GPUs, whose
+    kernels are queued ahead of execution; tideflow's dispatch cost on the `local` CPU)."""
+
+    name: str
+    peak_flops: float
+    memory_bandwidth: float  # bytes/s
+    memory_bytes: float
+    max_efficiency: float = PRESET_MAX_EFFICIENCY
+    half_size: float = PRESET_HALF_SIZE
+    op_overhead_s: float = 0.0
+
+    def gemm_efficiency(self, m: int, n: int, k: int) -> float:
+        d = min(m, n, k)
+        return self.max_efficiency * d / (d + self.half_size)
+
+    def gemm_time(self, m: int, n: int, k: int, batch: int = 1, elem_bytes: int = 2) -> float:
+        """Roofline time of `batch` GEMMs (m x k) @ (k x n): the slower of FLOPs at the curve's
+        efficiency and the bytes of both operands and the result at memory bandwidth."""
+        flops = 2.0 * m * n * k * batch
+        moved = elem_bytes * batch * (m * k + k * n + m * n)
+        compute = flops / (self.peak_flops * self.gemm_efficiency(m, n, k))
+        return max(compute, moved / self.memory_bandwidth) + self.op_overhead_s
+
+    def stream_time(self, nbytes: float, ops: int = 1) -> float:
+        """Time of memory-bound (elementwise) work moving `nbytes`, in `ops` kernels."""
+        return nbytes / self.memory_bandwidth + ops * self.op_overhead_s
+
+
+# NOTE: dense (no sparsity) bf16 tensor-core peaks and HBM figures from NVIDIA's data sheets
+# for the SXM parts.
+PRESET_DEVICES = {
+    "a100-80gb": DeviceProfile("a100-80gb", 312 * TERA, 2039 * GB, 80 * GB),
+    "h100-80gb": DeviceProfile("h100-80gb", 989 * TERA, 3350 * GB, 80 * GB),
+    "h200": DeviceProfile("h200", 989 * TERA, 4800 * GB, 141 * GB),
+}
+
+
+def preset_device(name: str) -> DeviceProfile:
+    try:
+        return PRESET_DEVICES[name]
+    except KeyError:
+        known = ", ".join(sorted(PRESET_DEVICES))
+        raise ArgumentError(f"plan: unknown device {name!r}; known: {known}, local") from None
