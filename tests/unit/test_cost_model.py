@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from tideflow.framework.errors import ArgumentError
+from tideflow.framework.errors import ArgumentError, ShapeError
 from tideflow.parallel.cost import (
     DeviceProfile,
     GPTSpec,
@@ -16,8 +16,11 @@ from tideflow.parallel.cost import (
     _network,
     bubble_fraction,
     make_cluster,
+    matmul_cost,
     megatron_flops,
+    op_time,
     pipeline_time,
+    pointwise_cost,
 )
 
 GB = 1e9
@@ -36,6 +39,27 @@ def test_a_thin_gemm_is_bound_by_memory():
     # (8192 x 1) @ (1 x 8192): 2*8192^2 FLOPs, but the 8192^2 fp16 result alone is 134 MB
     moved = 2 * (8192 + 8192 + 8192 * 8192)
     assert device.gemm_time(8192, 8192, 1) == pytest.approx(moved / 1e12)
+
+
+def test_op_costs_from_shapes():
+    # (4, 1, 64, 32) @ (3, 32, 16): batch 4*3 broadcast, 2 b m n k FLOPs
+    cost = matmul_cost((4, 1, 64, 32), (3, 32, 16), itemsize=4)
+    assert cost.flops == 2 * 12 * 64 * 16 * 32
+    assert cost.bytes == 4 * (4 * 64 * 32 + 3 * 32 * 16 + 12 * 64 * 16)
+    assert cost.gemm == (12, 64, 16, 32)
+    # a broadcast add: both operands read, the output written
+    add = pointwise_cost([(8, 128), (128,)], (8, 128), itemsize=2)
+    assert (add.flops, add.bytes) == (8 * 128, 2 * (8 * 128 + 128 + 8 * 128))
+    with pytest.raises(ShapeError, match=r"cannot multiply \(2, 3\) by \(4, 5\)"):
+        matmul_cost((2, 3), (4, 5), itemsize=4)
+
+
+def test_op_time_is_the_roofline():
+    device = DeviceProfile("d", 1e12, 1e11, 8 * GB, max_efficiency=0.5, half_size=0.0)
+    add = pointwise_cost([(1000,), (1000,)], (1000,), itemsize=4)
+    assert op_time(device, add) == pytest.approx(12000 / 1e11)  # bandwidth-bound
+    square = matmul_cost((256, 256), (256, 256), itemsize=4)
+    assert op_time(device, square, itemsize=4) == pytest.approx(2 * 256**3 / 0.5e12)
 
 
 def test_ring_tree_and_ring_collectives_in_the_alpha_beta_model():

@@ -122,6 +122,18 @@ def test_zero_stages_shrink_memory_and_interleaving_shrinks_the_bubble():
     assert bubbles == sorted(bubbles, reverse=True)
 
 
+def test_overlapping_the_gradient_sync_hides_it():
+    cluster = make_cluster("a100-80gb", nodes=4)
+    spec = GPTSpec(layers=24, hidden=2304, heads=24, seq=2048, vocab=51200)
+    layout = Layout(tp=1, pp=1, dp=32, micro_batch=2, recompute=True)
+    exposed = evaluate(spec, cluster, 512, layout)
+    hidden = evaluate(spec, cluster, 512, layout, dp_overlap=1.0)
+    sync = dict(exposed.costs)["data-parallel gradient sync"]
+    assert exposed.step_time_s - hidden.step_time_s == pytest.approx(sync)
+    with pytest.raises(ArgumentError, match=r"dp_overlap is a fraction in \[0, 1\], got 2"):
+        evaluate(spec, cluster, 512, layout, dp_overlap=2)
+
+
 def test_impossible_layouts_are_refused_with_the_sizes():
     cluster = make_cluster("a100-80gb", nodes=1)
     with pytest.raises(ArgumentError, match=r"tp\*pp\*dp = 2\*2\*1 is not the 8 devices"):

@@ -7,6 +7,7 @@ from ._cluster_names import make_cluster
 from ._devices import PRESET_DEVICES, DeviceProfile
 from ._gpt import GPTSpec, megatron_flops
 from ._network import PRESET_NETWORKS, Link, Network
+from ._ops import OpCost, matmul_cost, op_time, pointwise_cost
 from ._planner import Layout, Plan, evaluate, plan
 from ._report import explain, format_plan
 from ._schedule import bubble_fraction, pipeline_time
@@ -20,6 +21,7 @@ __all__ = [
     "Layout",
     "Link",
     "Network",
+    "OpCost",
     "Plan",
     "bubble_fraction",
     "calibrate",
@@ -27,7 +29,10 @@ __all__ = [
     "explain",
     "format_plan",
     "make_cluster",
+    "matmul_cost",
     "megatron_flops",
+    "op_time",
     "pipeline_time",
     "plan",
+    "pointwise_cost",
 ]

@@ -6,11 +6,11 @@ every device:
     efficiency(d) = max_efficiency * d / (d + half_size),   d = min(m, n, k)
 
 the smallest dimension bounds how much each loaded tile is reused (tile and wave
-quantisation, too, hurt thin GEMMs most). The published presets share `max_efficiency=0.80`
-and `half_size=16`: cuBLAS reaches about 80% of the dense tensor-core peak on large
-half-precision GEMMs, and a head dimension of 64-128 (the attention batched GEMMs) loses
-11-20% of that. The `local` profile fits the same two numbers to GEMMs it times here (see
-`calibrate`).
+quantisation, too, hurt thin GEMMs most). The published presets share `max_efficiency=0.70`
+and `half_size=16`, set once for Megatron-LM's whole weak-scaling table (docs/planning.md):
+0.80, what cuBLAS reaches on large GEMMs at full clocks, over-predicted every row; a head
+dimension of 96-160 (the attention batched GEMMs) loses 9-14%. The `local` profile fits
+the same two numbers to GEMMs it times here (see `_calibrate`).
 """
 
 from __future__ import annotations

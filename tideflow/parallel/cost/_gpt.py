@@ -57,10 +57,6 @@ class LayerWork:
     elementwise_s: float
     allreduce_bytes: float
 
-    @property
-    def compute_s(self) -> float:
-        return self.gemm_s + self.elementwise_s
-
 
 def layer_forward(spec: GPTSpec, device: DeviceProfile, micro_batch: int, tp: int) -> LayerWork:
     h, s, a, b = spec.hidden, spec.seq, spec.heads, micro_batch

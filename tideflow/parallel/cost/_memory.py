@@ -82,6 +82,8 @@ def stage_parameters(spec: GPTSpec, tp: int, pp: int) -> tuple[float, float]:
     embedding = spec.vocab * h / tp
     first = layers + embedding + spec.seq * h
     last = layers + embedding + 2 * h
+    if pp == 1:
+        return first + 2 * h, first + 2 * h
     return first, last
 
 

@@ -110,6 +110,8 @@ def evaluate(
 ) -> Plan:
     """The predicted step of `layout`; raises ArgumentError for a layout that cannot run."""
     check_layout(spec, cluster, global_batch, layout)
+    if not 0 <= dp_overlap <= 1:
+        raise ArgumentError(f"plan: dp_overlap is a fraction in [0, 1], got {dp_overlap}")
     tp, pp, dp, b, v = layout.tp, layout.pp, layout.dp, layout.micro_batch, layout.interleave
     device, net, g = cluster.device, cluster.network, cluster.gpus_per_node
     m = global_batch // (dp * b)
