@@ -160,6 +160,14 @@ def test_plan_json_matches_the_api(capsys):
     assert set(report["picked"]) == {"dp", "micro_batch", "zero", "interleave"}
 
 
+def test_plan_search_json_carries_the_given_layout_too(capsys):
+    assert main([*PLAN_ARGS, "--tp", "8", "--pp", "1", "--search", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["given_layout"]["layout"]["tp"] == 8
+    assert report["step_time_s"] <= report["given_layout"]["step_time_s"]
+    assert len(report["picked"]) == 7
+
+
 def test_plan_text_names_picks_and_a_layout_that_does_not_fit(capsys):
     gpt3 = ["--layers", "96", "--hidden", "12288", "--heads", "96"]
     whole = ["--tp", "1", "--pp", "1", "--micro-batch", "1", "--recompute", "--zero", "0"]
