@@ -139,20 +139,21 @@ def _add_plan_options(plan: argparse.ArgumentParser) -> None:
     model.add_argument("--layers", type=int, required=True, metavar="L", help="transformer layers")
     model.add_argument("--hidden", type=int, required=True, metavar="H", help="hidden size")
     model.add_argument("--heads", type=int, required=True, metavar="A", help="attention heads")
-    model.add_argument("--seq", type=int, default=2048, metavar="S", help="sequence length")
-    model.add_argument("--vocab", type=int, default=51200, metavar="V", help="vocabulary size")
+    model.add_argument("--seq", type=int, default=2048, metavar="S", help="sequence (2048)")
+    model.add_argument("--vocab", type=int, default=51200, metavar="V", help="vocabulary (51200)")
     model.add_argument(
         "--global-batch", type=int, required=True, metavar="B", help="sequences per step"
     )
     where = plan.add_argument_group("cluster")
     where.add_argument(
         "--cluster", default="a100-80gb", metavar="NAME",
-        help="a100-80gb, h100-80gb, h200, local (this machine, measured) or FILE.json",
+        help="a100-80gb (the default), h100-80gb, h200, local (this machine, measured) "
+        "or FILE.json",
     )  # fmt: skip
-    where.add_argument("--nodes", type=int, default=None, metavar="N", help="nodes (default 1)")
+    where.add_argument("--nodes", type=int, default=None, metavar="N", help="nodes (1)")
     where.add_argument(
         "--gpus-per-node", type=int, default=None, metavar="G",
-        help="devices per node (default 8; local: one per CPU)",
+        help="devices per node (8; local: one per CPU)",
     )  # fmt: skip
     where.add_argument(
         "--calibrate", action="store_true", help="measure this machine again for --cluster local"
@@ -161,7 +162,9 @@ def _add_plan_options(plan: argparse.ArgumentParser) -> None:
     layout.add_argument("--tp", type=int, default=None, metavar="T", help="tensor-parallel size")
     layout.add_argument("--pp", type=int, default=None, metavar="P", help="pipeline stages")
     layout.add_argument("--dp", type=int, default=None, metavar="D", help="data-parallel size")
-    layout.add_argument("--micro-batch", type=int, default=None, metavar="b", help="per rank")
+    layout.add_argument(
+        "--micro-batch", type=int, default=None, metavar="b", help="sequences per micro-batch"
+    )
     layout.add_argument(
         "--recompute", action=argparse.BooleanOptionalAction, default=None,
         help="recompute activations in backward",
@@ -212,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     sample_gpt.set_defaults(run=_sample_gpt, command_parser=sample_gpt)
 
     plan = commands.add_parser(
-        "plan", formatter_class=defaults, help="predict a training step on a cluster",
+        "plan", help="predict a training step on a cluster",
         description="Predict the step time, TFLOP/s per device, memory per device and "
         "pipeline bubble of a GPT on a cluster for a tensor x pipeline x data-parallel layout, "
         "or find the fastest layout that fits. See docs/planning.md.",
