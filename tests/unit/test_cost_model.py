@@ -92,6 +92,15 @@ def test_a_group_across_nodes_reduces_hierarchically():
     assert net.allreduce(m, 8, per_node=8) == pytest.approx(_network.flat_allreduce(intra, m, 8))
 
 
+def test_all_to_all_within_and_across_nodes():
+    intra, inter = Link(300 * GB, 5e-6), Link(25 * GB, 10e-6)
+    net = Network(intra, inter)
+    m = 1 * GB
+    assert net.alltoall(m, 8, per_node=8) == pytest.approx(7 * 5e-6 + 7 / 8 * m / (300 * GB))
+    # 16 ranks, 8 per node: half of each rank's buffer goes to the other node, over its NIC
+    assert net.alltoall(m, 16, per_node=8) == pytest.approx(15 * 10e-6 + 0.5 * m / (25 * GB))
+
+
 def test_model_states_under_each_zero_stage():
     psi, dp = 1e9, 8
     assert _memory.model_state_bytes(psi, dp, 0) == pytest.approx(16e9)

@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from ...framework.errors import TideflowError
+from ...ops.binary import add
+from ...ops.creation import tensor
 from ._cluster import Cluster
 from ._devices import DeviceProfile
 from ._network import Link, Network
@@ -82,9 +84,6 @@ def measure_bandwidth(nbytes: int = 32 << 20) -> float:
 
 
 def measure_op_overhead(calls: int = 2000) -> float:
-    from ...ops.binary import add
-    from ...ops.creation import tensor
-
     x = tensor(np.ones(1, np.float32))
     a = np.ones(1, np.float32)
 
