@@ -512,6 +512,7 @@ def test_bfloat16_casts_match_ml_dtypes_on_every_value():
         ("softmax", {"dim": -1}, 1),
         ("log_softmax_backward", {"dim": -1}, 2),
         ("sum_to_size", {"shape": (50,)}, 1),
+        ("relu", {}, 1),
     ],
 )
 def test_bfloat16_operands_compute_in_float32_and_round_once(name, attrs, n_in):
@@ -530,3 +531,21 @@ def test_bfloat16_operands_compute_in_float32_and_round_once(name, attrs, n_in):
     assert (np.abs(got.astype(np.float32) - want) <= tol).all()
     halves = [a.astype(np.float16) for a in args]  # float16: the NumPy kernel
     np.testing.assert_array_equal(gen(*halves, **attrs), ref(*halves, **attrs))
+
+
+def test_bfloat16_max_pool_and_its_scatter_run_their_numpy_kernels_in_float32():
+    rng = np.random.default_rng(23)
+    x = rng.standard_normal((2, 3, 8, 8)).astype(ml_dtypes.bfloat16)
+    attrs = dict(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1))
+    gen, ref = _pair("max_pool")
+    (values, indices), (want_values, want_indices) = (
+        f(x, **attrs, ceil_mode=False) for f in (gen, ref)
+    )
+    assert values.dtype == ml_dtypes.bfloat16 and indices.dtype == np.int64
+    np.testing.assert_array_equal(values.view(np.uint16), want_values.view(np.uint16))
+    np.testing.assert_array_equal(indices, want_indices)
+    gen, ref = _pair("pool_scatter")
+    g = rng.standard_normal(values.shape).astype(ml_dtypes.bfloat16)
+    got, want = (f(g, indices, size=(8, 8)) for f in (gen, ref))
+    assert got.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import warnings
 
 KERNEL_KEY = "cpu-jit"  # the `OpDef.kernels` key of generated CPU kernels
 
@@ -40,6 +41,11 @@ def jit(fn=None, *, fastmath: frozenset[str] | bool = frozenset({"contract"}), *
 
                 flags = set(fastmath) if not isinstance(fastmath, bool) else fastmath
                 compiled = numba.njit(cache=True, nogil=True, fastmath=flags, **options)(fn)
+                with warnings.catch_warnings():
+                    # NOTE: numba's own diagnostics while it compiles (pedantic IR checks on
+                    # inlined code) are not the user's concern: errors under `-W error`
+                    warnings.filterwarnings("ignore", module=r"numba\.")
+                    return compiled(*args)
             return compiled(*args)
 
         return call

@@ -11,7 +11,7 @@ half away to nearest even (NaN stays a quiet NaN, overflow goes to inf), as ml_d
   operands: widened, computed by the float32 loop, outputs rounded once. This is what the
   NumPy kernels of these ops do for half precision (compute in float32, round once), with
   the same numerics and without ml_dtypes' element-at-a-time loops. `sum_to_size` (bias
-  gradients) runs its own NumPy kernel so.
+  gradients), `relu` and max pooling run their own NumPy kernels so.
 """
 
 from __future__ import annotations
@@ -69,17 +69,18 @@ def cast(numpy_kernel):
 
 def through_float32(make):
     """`make` (a generated kernel's maker) with bfloat16 operands computed in float32: when
-    every array operand is bfloat16, they are widened, the float32 kernel runs, and its
-    float32 outputs are rounded to bfloat16."""
+    every floating array operand is bfloat16 (integer ones, like indices, pass as they are),
+    they are widened, the float32 kernel runs, and its float32 outputs are rounded to
+    bfloat16."""
 
     def make_with_bfloat16(numpy_kernel):
         generated = make(numpy_kernel)
 
         def kernel(*args, **attrs):
-            arrays = [a for a in args if isinstance(a, np.ndarray)]
-            if not arrays or any(a.dtype != BF16 for a in arrays):
+            floats = [a for a in args if isinstance(a, np.ndarray) and a.dtype.kind not in "biu"]
+            if not floats or any(a.dtype != BF16 for a in floats):
                 return generated(*args, **attrs)
-            wide = [widen(a) if isinstance(a, np.ndarray) else a for a in args]
+            wide = [widen(a) if isinstance(a, np.ndarray) and a.dtype == BF16 else a for a in args]
             out = generated(*wide, **attrs)
             if isinstance(out, tuple):
                 return tuple(_narrowed(o) for o in out)
@@ -98,6 +99,12 @@ def _numpy(numpy_kernel):
     return numpy_kernel
 
 
-# NOTE: sum_to_size (bias gradients) sums half precision in float32 already: through_float32
-# replaces only ml_dtypes' conversions around its NumPy kernel
-KERNELS = {"cast": cast, "sum_to_size": through_float32(_numpy)}
+# NOTE: these NumPy kernels compute half precision in float32 already (or select values):
+# through_float32 replaces only ml_dtypes' conversions (or its bfloat16 ufuncs) around them
+KERNELS = {
+    "cast": cast,
+    "sum_to_size": through_float32(_numpy),  # bias gradients
+    "relu": through_float32(_numpy),
+    "max_pool": through_float32(_numpy),
+    "pool_scatter": through_float32(_numpy),
+}
