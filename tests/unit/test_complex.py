@@ -230,3 +230,18 @@ def test_optimizers_step_complex_parameters_as_torch_does(name):
     # NOTE: three steps of a few dozen float64 operations each, rounded once per operation
     rtol = 100 * unit_roundoff("float64")
     np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=rtol)
+
+
+def test_a_complex_linear_layer_trains_like_torch():
+    ours = flow.nn.Linear(3, 2).to(flow.cdouble)
+    theirs = torch.nn.Linear(3, 2, dtype=torch.cdouble)
+    with torch.no_grad():
+        theirs.weight.copy_(torch.from_numpy(ours.weight.detach().numpy()))
+        theirs.bias.copy_(torch.from_numpy(ours.bias.detach().numpy()))
+    x = np.random.default_rng(0).standard_normal((4, 3)) * (1 - 2j)
+    (ours(flow.tensor(x)).abs() ** 2).sum().backward()
+    (theirs(torch.tensor(x)).abs() ** 2).sum().backward()
+    rtol = 64 * unit_roundoff("float64")  # a few sums of products of 3 terms, then squares
+    for p, q in ((ours.weight, theirs.weight), (ours.bias, theirs.bias)):
+        assert p.dtype is flow.complex128
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=rtol)

@@ -298,7 +298,8 @@ class Module:
         return self
 
     def to(self, *args, **kwargs) -> Module:
-        """`to(dtype)` converts floating parameters and buffers; `to(device)` moves them."""
+        """`to(dtype)` converts floating and complex parameters and buffers; `to(device)` moves
+        them."""
         if args and isinstance(args[0], type):
             from ..graph.module_config import GraphModule  # here: nn.graph imports this module
 
@@ -310,7 +311,7 @@ class Module:
                 )
 
         def convert(t: Tensor) -> Tensor:
-            if t.dtype.is_floating_point:
+            if t.dtype.is_floating_point or t.dtype.is_complex:
                 return t.to(*args, **kwargs)
             kw = {k: v for k, v in kwargs.items() if k != "dtype"}
             pos = [a for a in args if not _is_dtype(a)]
