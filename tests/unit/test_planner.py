@@ -50,8 +50,8 @@ def test_megatron_table_1_is_predicted_within_15_percent(row):
 
 
 # BLOOM-176B (BigScience 2022, "BLOOM: A 176B-Parameter Open-Access Multilingual Language
-# Model", section 3.4): Megatron-DeepSpeed on 384 A100-80GB (48 nodes), tensor 4 x pipeline 12
-# x data 8, ZeRO stage 1, micro-batch 2, global batch 2048, 70 layers, hidden 14336, 112
+# Model", its training setup): Megatron-DeepSpeed on 384 A100-80GB (48 nodes), tensor 4 x
+# pipeline 12 x data 8, ZeRO stage 1, micro-batch 2, global batch 2048, 70 layers, hidden 14336, 112
 # heads, vocabulary 250880, activation recompute; 156 TFLOP/s per GPU in its fastest
 # configuration.
 BLOOM = GPTSpec(layers=70, hidden=14336, heads=112, seq=2048, vocab=250880)
@@ -67,7 +67,8 @@ def test_bloom_176b_on_deepspeed_is_predicted_within_15_percent():
 GPT3 = GPTSpec(layers=96, hidden=12288, heads=96, seq=2048, vocab=51200)
 # Megatron-LM's layout rule in Table 1 (tensor parallel over the 8 GPUs of a node, the fewest
 # pipeline stages that fit: its 145.6B row with the same hidden size runs 8 x 8) for the 175B
-# GPT-3 on 1024 A100s with batch 1536, the paper's section 5.1 estimate (140 TFLOP/s).
+# GPT-3 on 1024 A100s with batch 1536: the paper estimates GPT-3's training time from 140
+# TFLOP/s per GPU there.
 MEGATRON_175B = Layout(tp=8, pp=8, dp=16, micro_batch=1, recompute=True)
 
 
