@@ -92,7 +92,10 @@ def through_float32(make):
 
 
 def _narrowed(out):
-    return narrow(out) if isinstance(out, np.ndarray) and out.dtype == _F32 else out
+    # (a ufunc on a 0-d array returns a NumPy scalar)
+    if isinstance(out, np.ndarray | np.generic) and out.dtype == _F32:
+        return narrow(np.asarray(out))
+    return out
 
 
 def _numpy(numpy_kernel):
