@@ -17,7 +17,7 @@ import traceback
 import numpy as np
 
 from . import dtype as dtypes
-from .errors import AutogradError, DTypeError, ShapeError, TideflowError
+from .errors import ArgumentError, AutogradError, DTypeError, ShapeError, TideflowError
 from .grad_mode import STATE
 from .modes import STACK, set_base
 from .node import GRAD_NP, OpNode, carries_grad, next_seq
@@ -51,17 +51,15 @@ def dispatch(op: OpDef, args: tuple, attrs: dict):
 
 
 def run_local(op: OpDef, args: tuple, attrs: dict):
-    # NOTE: operands that are not tensors must be scalars (Python's or NumPy's) or None. An
-    # array with dimensions is data the user forgot to convert, which PyTorch rejects; a 0-d
-    # one is a number. Only non-tensor operands pay the test, and the comprehension must not
-    # read `op` or `args` (a closure slows every call).
+    # NOTE: operands that are not tensors must be numbers (Python's or NumPy's) or None. An
+    # array with dimensions is data the user forgot to convert, which PyTorch rejects as it
+    # rejects a string, a list or a dict; a 0-d array is a number. Only non-tensor operands
+    # pay the test, and the comprehension must not read `op` or `args` (a closure slows every
+    # call).
     try:
-        arrays = [
-            a._data if isinstance(a, Tensor) else a if not isinstance(a, _ndarray) else _number(a)
-            for a in args
-        ]
-    except _ArrayOperand:
-        raise array_operand_error(op, args) from None
+        arrays = [a._data if isinstance(a, Tensor) else _operand(a) for a in args]
+    except _NotAnOperand:
+        raise operand_error(op, args, next(i for i, a in enumerate(args) if _refused(a))) from None
     if op.promote is not None and not _uniform(op, arrays):
         promote(op, args, arrays)
     try:
@@ -109,28 +107,47 @@ def runs_locally() -> bool:
     return STACK.top is run_local
 
 
-class _ArrayOperand(Exception):
-    """An ndarray among an op's operands (turned into `array_operand_error`)."""
+class _NotAnOperand(Exception):
+    """A value among an op's operands that is neither a tensor, a number nor None (turned
+    into `operand_error`)."""
 
 
-def _number(array: np.ndarray):
-    """A 0-d array operand as the NumPy scalar it holds (a number, like a Python scalar)."""
-    if array.ndim:
-        raise _ArrayOperand
-    return array[()]
+_NUMBERS = (bool, int, float, complex, np.number, np.bool_)
 
 
-def array_operand_error(op: OpDef, args: tuple) -> TypeError:
-    """PyTorch's TypeError for the first array passed where `op` takes a tensor."""
-    i, array = next((i, a) for i, a in enumerate(args) if isinstance(a, _ndarray) and a.ndim)
-    what = f"{type(array).__module__}.{type(array).__name__}"
+def _operand(value):
+    """A non-tensor operand as kernels take it: None or a number, a 0-d array as the NumPy
+    scalar it holds."""
+    if value is None or isinstance(value, _NUMBERS):
+        return value
+    if isinstance(value, _ndarray) and not value.ndim:
+        return value[()]
+    raise _NotAnOperand
+
+
+def _refused(value) -> bool:
+    """Whether `value` is neither a tensor nor an operand `_operand` takes."""
+    if isinstance(value, Tensor):
+        return False
+    try:
+        _operand(value)
+    except _NotAnOperand:
+        return True
+    return False
+
+
+def operand_error(op: OpDef, args: tuple, i: int) -> ArgumentError:
+    """PyTorch's TypeError for `args[i]`, passed where `op` takes a tensor: the op, the
+    argument's name and position, and the type it got."""
+    kind = type(args[i])
+    what = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
     rest = len(op.inputs) - 1
     if op.inputs[rest].startswith("*") and i >= rest:  # an element of the trailing sequence
-        return TypeError(
+        return ArgumentError(
             f"{op.name}(): expected Tensor as element {i - rest} in argument {rest} "
             f"('{op.inputs[rest][1:]}'), but got {what}"
         )
-    return TypeError(
+    return ArgumentError(
         f"{op.name}(): argument '{op.inputs[i]}' (position {i + 1}) must be Tensor, not {what}"
     )
 
@@ -165,6 +182,8 @@ def promote(op: OpDef, args: tuple, arrays: list) -> None:
     key = [op.promote, dtypes.get_default_dtype()]
     for i in positions:
         a = arrays[i]
+        if a is None and i not in op.optional:  # NumPy would compute with it (x == None)
+            raise operand_error(op, args, i)
         key.append((a.dtype, a.ndim == 0) if isinstance(a, _ndarray) else type(a))
     key = tuple(key)
     target = _RESULT_TYPES.get(key)
@@ -410,6 +429,11 @@ def kernel_error(op: OpDef, args: tuple, attrs: dict, err: Exception) -> Tideflo
         return e
     except Exception:  # NOTE: a meta rule that breaks on these operands adds nothing
         pass
+    if isinstance(err, AttributeError | TypeError):
+        # NOTE: a kernel that reads None as an array or a number was given None for a tensor
+        missing = [i for i, a in enumerate(args) if a is None and i not in op.optional]
+        if missing:
+            return operand_error(op, args, missing[0])
     return TideflowError(f"{op.name}: {describe(args, attrs)}: {type(err).__name__}: {err}")
 
 

@@ -4,6 +4,9 @@ An OpDef holds what the eager, lazy (graph) and global paths need to know about 
 
 - `inputs`: names of the positional operands (tensors, Python scalars or None); a name
   starting with '*' takes the rest (cat, stack). Everything else is a keyword attribute.
+- `optional`: the inputs that may be None (clamp's bounds). The dispatcher refuses None
+  elsewhere, naming the argument, where it would otherwise compute with it (promotion) or
+  fail reading it (a kernel's AttributeError or TypeError).
 - `promote`: how operand dtypes combine before the kernel runs: None (as given), "common"
   (PyTorch result type) or "float" (result type, integers and bool go to the default float).
   `promote_args` limits it to some operand positions (e.g. `where` promotes x and y, not cond).
@@ -67,6 +70,7 @@ class OpDef:
         "mutates",
         "n_out",
         "name",
+        "optional",
         "promote",
         "promote_args",
         "save_spec",
@@ -81,6 +85,7 @@ class OpDef:
         name: str,
         *,
         inputs: tuple[str, ...],
+        optional: tuple[str, ...] = (),
         meta: Callable[..., Any],
         sbp: Callable[..., list],
         kernels: dict[str, Callable[..., Any]],
@@ -101,6 +106,9 @@ class OpDef:
             raise ValueError(f"op {name}: promote must be None, 'common' or 'float'")
         self.name = name
         self.inputs = inputs
+        if not set(optional) <= set(inputs):
+            raise ValueError(f"op {name}: optional inputs {optional} are not among {inputs}")
+        self.optional = tuple(inputs.index(n) for n in optional)
         self.meta = meta
         self.sbp = sbp
         self.kernels = kernels

@@ -5,6 +5,7 @@ have in common, and the `defop` shorthand. An op file combines these with its ke
 from __future__ import annotations
 
 import functools
+import inspect
 import operator
 from collections.abc import Callable
 
@@ -23,6 +24,7 @@ __all__ = [
     "Signature",
     "broadcast_only",
     "broadcast_shapes",
+    "checked",
     "defop",
     "dispatch",
     "elementwise_meta",
@@ -85,15 +87,48 @@ def broadcast_shapes(op: str, *shapes: tuple) -> tuple:
     return tuple(out)
 
 
-def tensor_arg(op: str, name: str, position: int, value) -> Tensor:
-    """`value` if it is a Tensor, else PyTorch's TypeError (an ArgumentError) naming the op and
-    the argument (a wrapper reading `.shape`/`.ndim` first raises a bare AttributeError)."""
+def tensor_arg(op: str, name: str, position: int | None, value) -> Tensor:
+    """`value` if it is a Tensor, else PyTorch's TypeError (an ArgumentError) naming the op,
+    the argument, its position (1-based; None for a keyword-only one) and the type it got (a
+    wrapper reading `.shape`/`.ndim` first raises a bare AttributeError)."""
     if not isinstance(value, Tensor):
+        where = f" (position {position})" if position is not None else ""
         raise ArgumentError(
-            f"{op}(): argument '{name}' (position {position}) must be Tensor, not "
-            f"{type(value).__name__}"
+            f"{op}(): argument '{name}'{where} must be Tensor, not {type(value).__name__}"
         )
     return value
+
+
+_TENSOR = ("Tensor", Tensor)
+_OPTIONAL_TENSOR = ("Tensor | None", Tensor | None)
+
+
+def checked(fn: Callable) -> Callable:
+    """`fn` (an op's public function) checking, before it runs, the arguments its signature
+    annotates as `Tensor` (or `Tensor | None`): any other value (None where not allowed, a
+    number, a string, a list) raises `tensor_arg`'s TypeError naming the op (`fn`'s name) and
+    the argument, before any attribute of it is read."""
+    checks = []  # (0-based position or None when keyword-only, name, None allowed)
+    for i, p in enumerate(inspect.signature(fn).parameters.values()):
+        if p.annotation in _TENSOR or p.annotation in _OPTIONAL_TENSOR:
+            positional = p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            checks.append((i if positional else None, p.name, p.annotation in _OPTIONAL_TENSOR))
+    op = fn.__name__
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        for position, name, optional in checks:
+            if position is not None and position < len(args):
+                value = args[position]
+            elif name in kwargs:
+                value = kwargs[name]
+            else:
+                continue
+            if not (optional and value is None):
+                tensor_arg(op, name, None if position is None else position + 1, value)
+        return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def int_arg(op: str, name: str, value) -> int:

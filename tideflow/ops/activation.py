@@ -16,8 +16,19 @@ import scipy.special as sc
 
 from ..framework.dispatch import inplace as inplace_method
 from ..framework.errors import DTypeError, Rejected, TideflowError
+from ..framework.tensor import Tensor
 from . import _special
-from ._rules import B, Meta, P, Signature, defop, dispatch, elementwise_sbp, halves_in_float32
+from ._rules import (
+    B,
+    Meta,
+    P,
+    Signature,
+    checked,
+    defop,
+    dispatch,
+    elementwise_sbp,
+    halves_in_float32,
+)
 from .binary import where
 from .unary import (
     abs,
@@ -152,7 +163,8 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     return dispatch(_hardtanh, (input,), {"min_val": min_val, "max_val": max_val})
 
 
-def relu6(input, inplace=False):
+@checked
+def relu6(input: Tensor, inplace=False):
     """`min(max(input, 0), 6)` (= `hardtanh(input, 0, 6)`)."""
     return hardtanh(input, 0.0, 6.0, inplace)
 
@@ -175,12 +187,14 @@ def elu(input, alpha=1.0, inplace=False):
     return elu_(input, alpha) if inplace else elu_call(input, alpha, 1.0, 1.0)
 
 
-def selu(input, inplace=False):
+@checked
+def selu(input: Tensor, inplace=False):
     """Scaled ELU with the self-normalizing constants (alpha ~ 1.6733, scale ~ 1.0507)."""
     return selu_(input) if inplace else _selu(input)
 
 
-def celu(input, alpha=1.0, inplace=False):
+@checked
+def celu(input: Tensor, alpha=1.0, inplace=False):
     """`max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`; alpha must not be 0."""
     return celu_(input, alpha) if inplace else _celu(input, alpha)
 
@@ -395,13 +409,15 @@ def logsigmoid(input):
     return dispatch(_logsigmoid, (input,), _NO_ATTRS)
 
 
-def softsign(input):
+@checked
+def softsign(input: Tensor):
     """`input / (1 + |input|)`."""
     return input / (abs(input) + 1)
 
 
 @halves_in_float32
-def tanhshrink(input):
+@checked
+def tanhshrink(input: Tensor):
     """`input - tanh(input)`."""
     return input - tanh(input)
 

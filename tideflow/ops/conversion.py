@@ -9,7 +9,7 @@ from ..framework.device import check_available
 from ..framework.device import device as Device
 from ..framework.dispatch import inplace
 from ..framework.tensor import Tensor
-from ._rules import Meta, defop, dispatch, elementwise_sbp, methods, same_meta
+from ._rules import Meta, checked, defop, dispatch, elementwise_sbp, methods, same_meta
 from .creation import full_like
 
 __all__ = ["cast", "clone", "contiguous"]
@@ -82,7 +82,8 @@ def cast(input, dtype) -> Tensor:
     return dispatch(_cast, (input,), {"dtype": dtypes.to_dtype(dtype)})
 
 
-def clone(input, *, memory_format=None) -> Tensor:
+@checked
+def clone(input: Tensor, *, memory_format=None) -> Tensor:
     """A copy that is differentiable (its gradient flows back to `input`)."""
     return dispatch(_clone, (input,), _NO_ATTRS)
 

@@ -24,6 +24,7 @@ from ..backends import bf16_gemm
 from ..framework import dtype as dtypes
 from ..framework.dispatch import inplace
 from ..framework.errors import DTypeError, Rejected, ShapeError, TideflowError
+from ..framework.tensor import Tensor
 from ._rules import (
     B,
     Meta,
@@ -31,6 +32,7 @@ from ._rules import (
     S,
     Signature,
     broadcast_shapes,
+    checked,
     defop,
     dispatch,
     methods,
@@ -352,23 +354,27 @@ def _add_product(name: str, input, product, beta, alpha):
     return product + (input if beta == 1 else input * beta)
 
 
-def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+@checked
+def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1):
     """`beta * input + alpha * (mat1 @ mat2)` for 2-D `mat1`, `mat2`; `input` broadcasts to the
     product's shape and is ignored (even NaN) when beta is 0."""
     return _add_product("addmm", input, mm(mat1, mat2), beta, alpha)
 
 
-def addmv(input, mat, vec, *, beta=1, alpha=1):
+@checked
+def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1):
     """`beta * input + alpha * (mat @ vec)` for a 2-D `mat` and a 1-D `vec`."""
     return _add_product("addmv", input, mv(mat, vec), beta, alpha)
 
 
-def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+@checked
+def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1):
     """`beta * input + alpha * bmm(batch1, batch2)`: a batch of `addmm`s."""
     return _add_product("baddbmm", input, bmm(batch1, batch2), beta, alpha)
 
 
-def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
+@checked
+def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1):
     """`beta * input + alpha * sum_i batch1[i] @ batch2[i]`: the batch's products summed."""
     products = bmm(batch1, batch2)
     return _add_product("addbmm", input, products.sum(0, dtype=products.dtype), beta, alpha)
@@ -673,7 +679,8 @@ def einsum(equation, *operands):
     return terms[0][1]
 
 
-def tensordot(a, b, dims=2):
+@checked
+def tensordot(a: Tensor, b: Tensor, dims=2):
     """Sum products over `dims` of `a` and `b`: an int n pairs the last n dims of `a` with the
     first n of `b`; a pair of lists names them. The result has `a`'s free dims, then `b`'s."""
     if isinstance(dims, int):
@@ -709,7 +716,8 @@ def tensordot(a, b, dims=2):
     return einsum(f"{''.join(la)},{''.join(lb)}->{''.join(out)}", a, b)
 
 
-def inner(input, other):
+@checked
+def inner(input: Tensor, other: Tensor):
     """The dot product over the last dim, for every pair of vectors: shape
     `input.shape[:-1] + other.shape[:-1]`; a 0-d operand scales the other."""
     if input.ndim == 0 or other.ndim == 0:
@@ -773,7 +781,8 @@ def multi_dot(tensors):
     return out
 
 
-def matrix_power(A, n):
+@checked
+def matrix_power(A: Tensor, n):
     """A square matrix (or batch) to the integer power n by repeated squaring: n = 0 gives the
     identity (a constant, outside A's graph), a negative n powers the inverse."""
     if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
@@ -795,7 +804,8 @@ def matrix_power(A, n):
     return result.clone() if result is A else result
 
 
-def kron(input, other):
+@checked
+def kron(input: Tensor, other: Tensor):
     """The Kronecker product: `out` has shape `input.shape * other.shape` (dims compared from
     the right) and blocks `input[i...] * other`. Promotes like `mul`."""
     ndim = max(input.ndim, other.ndim)
@@ -894,13 +904,15 @@ _cross = defop(
 )
 
 
-def linalg_cross(input, other, *, dim=-1):
+@checked
+def linalg_cross(input: Tensor, other, *, dim=-1):
     """The cross product of 3-vectors along `dim`; the other dims broadcast (the inputs need
     the same number of dims, as in PyTorch)."""
     return dispatch(_cross, (input, other), {"dim": normalize_dim("linalg.cross", dim, input.ndim)})
 
 
-def cross(input, other, dim=None):
+@checked
+def cross(input: Tensor, other, dim=None):
     """`torch.cross`: `linalg.cross` along `dim`. Without `dim` (deprecated, and warned about as
     in PyTorch) the first dim of size 3 is used, not the last."""
     if dim is None:
@@ -1319,7 +1331,8 @@ def eigvalsh(A, UPLO="L"):
     return eigh(A, UPLO).eigenvalues
 
 
-def vecdot(x, y, *, dim=-1):
+@checked
+def vecdot(x: Tensor, y: Tensor, *, dim=-1):
     """The dot product of vectors along `dim`, broadcasting the other dims: `(x * y).sum(dim)`."""
     return (x * y).sum(dim)
 

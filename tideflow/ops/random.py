@@ -27,7 +27,7 @@ from ..framework.random import (
     set_rng_state,
 )
 from ..framework.tensor import Tensor
-from ._rules import B, Meta, Signature, broadcast_only, defop, dispatch, methods, sizes_arg
+from ._rules import B, Meta, Signature, broadcast_only, checked, defop, dispatch, methods, sizes_arg
 from .complex import complex
 from .creation import _check_device, _check_shape, global_layout, layout_kwargs, make
 
@@ -314,7 +314,10 @@ _multinomial = defop(
 )
 
 
-def multinomial(input, num_samples: int, replacement: bool = False, *, generator=None) -> Tensor:
+@checked
+def multinomial(
+    input: Tensor, num_samples: int, replacement: bool = False, *, generator=None
+) -> Tensor:
     """Category indices drawn with probabilities proportional to the rows of `input`."""
     # NOTE: checked here too: NumPy would quietly return fewer samples than asked for.
     _check_multinomial(tuple(input.shape), num_samples, replacement)

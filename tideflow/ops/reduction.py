@@ -31,6 +31,7 @@ from ._rules import (
     P,
     S,
     Signature,
+    checked,
     defop,
     dispatch,
     methods,
@@ -566,7 +567,8 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     )
 
 
-def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+@checked
+def var_mean(input: Tensor, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """`(var(input, ...), mean(input, dim, keepdim))` in one call, as torch.var_mean.
 
     >>> flow.var_mean(flow.tensor([1.0, 2.0, 3.0]))
@@ -576,7 +578,8 @@ def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return var(input, dim, keepdim=keepdim, correction=correction), mean(input, dim, keepdim)
 
 
-def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+@checked
+def std_mean(input: Tensor, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """`(std(input, ...), mean(input, dim, keepdim))` in one call, as torch.std_mean.
 
     >>> flow.std_mean(flow.tensor([1.0, 2.0, 3.0]))
@@ -637,7 +640,8 @@ def amin(input, dim=(), keepdim=False):
     return dispatch(_amin, (input,), {"dim": _dims(dim), "keepdim": keepdim})
 
 
-def aminmax(input, *, dim=None, keepdim=False):
+@checked
+def aminmax(input: Tensor, *, dim=None, keepdim=False):
     """`(min, max)` over `dim` (all dims when None) as a named tuple, like torch.aminmax.
 
     >>> flow.aminmax(flow.tensor([3, 1, 2]))
@@ -707,7 +711,8 @@ _max = _selection("max", _pick_kernel("max", np.argmax))
 _min = _selection("min", _pick_kernel("min", np.argmin))
 
 
-def max(input, dim=None, keepdim=False, *, other=None):
+@checked
+def max(input: Tensor, dim=None, keepdim=False, *, other=None):
     """The largest element (`max(input)`), the largest values along `dim` with their
     indices as a named tuple (`max(input, dim, keepdim=False)`), or the elementwise maximum
     (`max(input, other)`), like torch.max.
@@ -722,7 +727,8 @@ def max(input, dim=None, keepdim=False, *, other=None):
     return _MaxResult(*dispatch(_max, (input,), {"dim": dim, "keepdim": keepdim}))
 
 
-def min(input, dim=None, keepdim=False, *, other=None):
+@checked
+def min(input: Tensor, dim=None, keepdim=False, *, other=None):
     """The smallest element, the smallest values along `dim` with their indices, or the
     elementwise minimum; see `max`.
 
@@ -928,7 +934,8 @@ def _cast_for_norm(op: str, x, dtype):
     return x.to(dtype)
 
 
-def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+@checked
+def vector_norm(x: Tensor, ord=2, dim=None, keepdim=False, *, dtype=None):
     """The `ord`-norm of `x` over `dim` (all elements when None), like torch.linalg.vector_norm:
     `(sum |x|^ord)^(1/ord)`; inf/-inf give max/min |x| and 0 counts non-zeros.
 
@@ -942,7 +949,8 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     return dispatch(_vector_norm, (x,), {"ord": ord, "dim": _dims(dim), "keepdim": keepdim})
 
 
-def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
+@checked
+def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     """Matrix norm over the two dims `dim`, like torch.linalg.matrix_norm: 'fro' (Frobenius),
     'nuc' (sum of singular values), 1/-1 (max/min column sum of |A|), inf/-inf (max/min row
     sum), 2/-2 (largest/smallest singular value).
@@ -1017,7 +1025,8 @@ def linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
 linalg_norm.__name__ = "norm"
 
 
-def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+@checked
+def norm(input: Tensor, p="fro", dim=None, keepdim=False, dtype=None):
     """torch.norm: the `p`-norm over `dim` ('fro' = the 2-norm of the elements, 'nuc' = the
     nuclear norm of a matrix). Prefer `flow.linalg.vector_norm` / `matrix_norm`.
 
@@ -1475,7 +1484,8 @@ _sum_to_size = defop(
 )
 
 
-def sum_to_size(input, *size):
+@checked
+def sum_to_size(input: Tensor, *size):
     """Sum `input` down to `size`, undoing broadcasting (the gradient of `expand`)."""
     shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], tuple | list) else size
     if tuple(input.shape) == tuple(shape):

@@ -25,6 +25,7 @@ from ._rules import (
     P,
     S,
     Signature,
+    checked,
     defop,
     dispatch,
     methods,
@@ -286,7 +287,8 @@ def _sizes_or_keyword(op: str, sizes: tuple, keyword: str, value) -> tuple:
     return _sizes((value,))
 
 
-def reshape(input, *shape_args, shape=None):
+@checked
+def reshape(input: Tensor, *shape_args, shape=None):
     """The same data with a new shape (one dim may be -1): a view when the strides allow,
     else a view of a contiguous copy, as in PyTorch. `x.reshape(2, 3)`, `x.reshape((2, 3))`
     or `x.reshape(shape=(2, 3))`."""
@@ -326,7 +328,8 @@ def flatten(input, start_dim=0, end_dim=-1):
     return reshape(input, (*shape[:start], _numel(shape[start : end + 1]), *shape[end + 1 :]))
 
 
-def unflatten(input, dim, sizes):
+@checked
+def unflatten(input: Tensor, dim, sizes):
     """Split dim `dim` into `sizes` (one of them may be -1): a view."""
     shape = tuple(input.shape)
     d = normalize_dim("unflatten", dim, len(shape))
@@ -343,7 +346,8 @@ def unflatten(input, dim, sizes):
     return view(input, (*shape[:d], *sizes, *shape[d + 1 :]))
 
 
-def squeeze(input, dim=None):
+@checked
+def squeeze(input: Tensor, dim=None):
     """Drop size-1 dims: all of them (`dim=None`), or those among `dim` (an int or a tuple;
     named dims of another size stay). A view."""
     shape = tuple(input.shape)
@@ -351,7 +355,8 @@ def squeeze(input, dim=None):
     return view(input, tuple(d for i, d in enumerate(shape) if d != 1 or i not in drop))
 
 
-def unsqueeze(input, dim):
+@checked
+def unsqueeze(input: Tensor, dim):
     """Insert a size-1 dim at position `dim` (in [-ndim - 1, ndim]). A view."""
     shape = tuple(input.shape)
     d = _insert_dim("unsqueeze", dim, len(shape))
@@ -463,7 +468,8 @@ def expand_as(input, other):
     return expand(input, tuple(other.shape))
 
 
-def broadcast_to(input, size):
+@checked
+def broadcast_to(input: Tensor, size):
     """`input` broadcast to `size` (a view; -1 keeps a dim), like `expand`."""
     return expand(input, tuple(size))
 
@@ -548,7 +554,8 @@ _permute = defop(
 )
 
 
-def permute(input, *dims):
+@checked
+def permute(input: Tensor, *dims):
     """A view with the dims reordered: output dim i is input dim `dims[i]`."""
     dims = _check_perm(input, _sizes(dims))
     return dispatch(_permute, (input,), {"dims": dims})
@@ -563,22 +570,26 @@ def _swap(x, dim0: int, dim1: int, op: str):
     return dispatch(_permute, (x,), {"dims": tuple(perm)})
 
 
-def transpose(input, dim0, dim1):
+@checked
+def transpose(input: Tensor, dim0, dim1):
     """A view with dims `dim0` and `dim1` swapped."""
     return _swap(input, dim0, dim1, "transpose")
 
 
-def swapaxes(input, axis0, axis1):
+@checked
+def swapaxes(input: Tensor, axis0, axis1):
     """Alias of `transpose` (NumPy's name)."""
     return _swap(input, axis0, axis1, "swapaxes")
 
 
-def swapdims(input, dim0, dim1):
+@checked
+def swapdims(input: Tensor, dim0, dim1):
     """Alias of `transpose`."""
     return _swap(input, dim0, dim1, "swapdims")
 
 
-def t(input):
+@checked
+def t(input: Tensor):
     """The transpose of a matrix (a view); 0-d and 1-d tensors are returned as views as is."""
     if input.ndim > 2:
         raise ShapeError(
@@ -599,7 +610,8 @@ def _mT(self):
     return _swap(self, -2, -1, "mT")
 
 
-def movedim(input, source, destination):
+@checked
+def movedim(input: Tensor, source, destination):
     """A view with dims `source` moved to positions `destination` (ints or sequences of equal
     length); the other dims keep their order."""
     n = input.ndim
@@ -858,7 +870,8 @@ def _sections_or_indices(op: str, indices_or_sections) -> int | tuple[int, ...]:
     return operator.index(indices_or_sections)
 
 
-def tensor_split(input, indices_or_sections, dim=0):
+@checked
+def tensor_split(input: Tensor, indices_or_sections, dim=0):
     """Views of `input` split along `dim`, like NumPy's `array_split`: into n pieces whose sizes
     differ by at most one (the first `size % n` one larger), or before each of the given
     indices (`[2, 5]` gives `[:2]`, `[2:5]`, `[5:]`; out-of-range indices clamp).
@@ -969,7 +982,8 @@ _slice_scatter = defop(
 )
 
 
-def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
+@checked
+def slice_scatter(input, src: Tensor, dim=0, start=None, end=None, step=1):
     """A copy of `input` with `src` written into the slice `start:end:step` of dim `dim`."""
     _no_0d("slice_scatter", input)
     d = normalize_dim("slice_scatter", dim, input.ndim)
@@ -981,7 +995,8 @@ def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
     return dispatch(_slice_scatter, (input, src), attrs)
 
 
-def select_scatter(input, src, dim, index):
+@checked
+def select_scatter(input, src: Tensor, dim, index):
     """A copy of `input` with `src` written into entry `index` of dim `dim` (src has the
     shape of `input.select(dim, index)`)."""
     _no_0d("select_scatter", input)
@@ -1213,7 +1228,8 @@ def repeat(input, *sizes):
     return dispatch(_repeat, (input,), attrs)
 
 
-def tile(input, dims):
+@checked
+def tile(input: Tensor, dims):
     """`repeat` with `dims` padded with leading 1s to the tensor's number of dims."""
     dims = tuple(dims)
     return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
@@ -1253,7 +1269,8 @@ _repeat_index = defop(
 )
 
 
-def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+@checked
+def repeat_interleave(input: Tensor, repeats=None, dim=None, *, output_size=None):
     """Repeat each entry of `input` along `dim` (the flattened input when None) `repeats`
     times: an int, or a 1-d integer tensor with one count per entry. With a single tensor
     argument, `repeat_interleave(repeats)` gives the index tensor [0] * r0 + [1] * r1 + ..."""
@@ -1296,7 +1313,8 @@ _flip = defop(
 )
 
 
-def flip(input, dims):
+@checked
+def flip(input: Tensor, dims):
     """A copy with the order of entries reversed along each of `dims`."""
     dims = _dims("flip", dims, input.ndim) if input.ndim else ()
     return dispatch(_flip, (input,), {"dims": dims})
@@ -1338,7 +1356,8 @@ _roll = defop(
 )
 
 
-def roll(input, shifts, dims=None):
+@checked
+def roll(input: Tensor, shifts, dims=None):
     """Rotate entries by `shifts` along `dims` (ints or sequences of equal length); entries
     pushed past the end come back at the start. With `dims=None`, roll the flattened tensor."""
     shifts = (shifts,) if isinstance(shifts, int) else tuple(int(s) for s in shifts)
@@ -1496,7 +1515,8 @@ _diagonal_scatter = defop(
 )
 
 
-def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
+@checked
+def diagonal_scatter(input, src: Tensor, offset=0, dim1=0, dim2=1):
     """A copy of `input` with `src` written into its diagonal (as `diagonal(input, offset,
     dim1, dim2)` lays it out)."""
     d1, d2 = _diagonal_dims("diagonal_scatter", input, dim1, dim2)
@@ -1522,7 +1542,8 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     return dispatch(_diagonal_scatter, (input.new_zeros(tuple(shape)), input), attrs)
 
 
-def diag(input, diagonal=0):
+@checked
+def diag(input: Tensor, diagonal=0):
     """A 1-d tensor gives the square matrix with it on its `diagonal`-th diagonal; a 2-d
     tensor gives a copy of that diagonal."""
     if input.ndim == 1:

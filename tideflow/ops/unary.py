@@ -21,12 +21,14 @@ import scipy.special as sc
 from ..framework import dtype as dtypes
 from ..framework.dispatch import inplace
 from ..framework.errors import DTypeError, ShapeError, TideflowError
+from ..framework.tensor import Tensor
 from . import _special
 from ._rules import (
     B,
     Meta,
     S,
     Signature,
+    checked,
     defop,
     dispatch,
     elementwise_meta,
@@ -720,6 +722,7 @@ def _clamp_grad(ctx, gy):
 _clamp = defop(
     "clamp",
     inputs=("input", "min", "max"),
+    optional=("min", "max"),
     meta=elementwise_meta("clamp"),
     sbp=elementwise_sbp(),
     kernels={"cpu": _clamp_kernel},
@@ -740,12 +743,14 @@ def clamp(input, min=None, max=None):
     return dispatch(_clamp, (input, min, max), _NO_ATTRS)
 
 
-def clamp_min(input, min):
+@checked
+def clamp_min(input: Tensor, min):
     """`clamp(input, min=min)`."""
     return clamp(input, min=min)
 
 
-def clamp_max(input, max):
+@checked
+def clamp_max(input: Tensor, max):
     """`clamp(input, max=max)`."""
     return clamp(input, max=max)
 
@@ -834,7 +839,8 @@ def isfinite(input):
     return dispatch(_isfinite, (input,), _NO_ATTRS)
 
 
-def logical_not(input):
+@checked
+def logical_not(input: Tensor):
     """A bool tensor: True where `input` is zero (False)."""
     return dispatch(_logical_not, (input,), _NO_ATTRS)
 
@@ -900,12 +906,14 @@ def relu(input):
     return dispatch(_relu, (input,), _NO_ATTRS)
 
 
-def selu(input):
+@checked
+def selu(input: Tensor):
     """Scaled ELU with the self-normalizing constants (alpha ~ 1.6733, scale ~ 1.0507)."""
     return elu_call(input, _SELU_ALPHA, _SELU_SCALE, 1.0)
 
 
-def celu(input, alpha=1.0):
+@checked
+def celu(input: Tensor, alpha=1.0):
     """`max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`; alpha must not be 0."""
     if alpha == 0:
         raise TideflowError("celu: alpha must not be 0 (the input is divided by it)")

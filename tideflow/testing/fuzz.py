@@ -343,8 +343,9 @@ def _names_op(call: Call, e: BaseException) -> bool:
     text = str(e)
     short = call.info.name.rsplit(".", 1)[-1]
     # NOTE: a composite's error may name the op it is built from (celu -> "elu: ..."): a
-    # tideflow error always starts with the op it comes from.
-    named = isinstance(e, TideflowError) and re.match(r"[\w.]+: ", text) is not None
+    # tideflow error always starts with the op it comes from ("op: ...", or "op(): ..." for
+    # an argument of the wrong kind, as PyTorch words it).
+    named = isinstance(e, TideflowError) and re.match(r"[\w.]+(\(\))?: ", text) is not None
     return named or short in text or short.rstrip("_") in text
 
 

@@ -6,8 +6,9 @@ import math
 
 from ...framework import dtype as dtypes
 from ...framework.errors import DTypeError, ShapeError, TideflowError
+from ...framework.tensor import Tensor
 from .. import binary
-from .._rules import dispatch
+from .._rules import checked, dispatch
 from ..creation import on_placement_of, ones
 from .dropout import dropout
 from .softmax import safe_softmax
@@ -40,10 +41,11 @@ def _check(query, key, value, attn_mask, is_causal: bool, enable_gqa: bool) -> N
         )
 
 
+@checked
 def scaled_dot_product_attention(
-    query,
-    key,
-    value,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
     attn_mask=None,
     dropout_p=0.0,
     is_causal=False,

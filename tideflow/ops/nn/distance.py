@@ -7,12 +7,14 @@ import numpy as np
 
 from ...framework import dtype as dtypes
 from ...framework.errors import DTypeError, TensorIndexError, TideflowError
+from ...framework.tensor import Tensor
 from .._rules import (
     B,
     Meta,
     S,
     Signature,
     broadcast_shapes,
+    checked,
     defop,
     dispatch,
     halves_in_float32,
@@ -32,7 +34,8 @@ def _clamped_norm(x, dim: int, eps: float):
 
 
 @halves_in_float32
-def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+@checked
+def cosine_similarity(x1: Tensor, x2: Tensor, dim=1, eps=1e-8):
     """Cosine of the angle between `x1` and `x2` along `dim` (after broadcasting): each is
     divided by its norm (at least `eps`) before the dot product, so |result| <= 1.
 
@@ -50,7 +53,8 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     return ((x1 / _clamped_norm(x1, dim, eps)) * (x2 / _clamped_norm(x2, dim, eps))).sum(dim)
 
 
-def pairwise_distance(x1, x2, p=2.0, eps=1e-06, keepdim=False):
+@checked
+def pairwise_distance(x1: Tensor, x2: Tensor, p=2.0, eps=1e-06, keepdim=False):
     """The p-norm of `x1 - x2 + eps` along the last dim (after broadcasting).
 
     >>> F.pairwise_distance(flow.tensor([[0.0, 0.0]]), flow.tensor([[3.0, 4.0]]))
@@ -58,7 +62,8 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-06, keepdim=False):
     return (x1 - x2 + eps).norm(p, max(x1.ndim, x2.ndim) - 1, keepdim)
 
 
-def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+@checked
+def normalize(input: Tensor, p=2.0, dim=1, eps=1e-12, out=None):
     """`input / max(norm_p(input, dim), eps)`: unit p-norm slices along `dim`.
 
     >>> F.normalize(flow.tensor([[3.0, 4.0]]))
@@ -99,7 +104,8 @@ _one_hot = defop(
 )
 
 
-def one_hot(tensor, num_classes=-1):
+@checked
+def one_hot(tensor: Tensor, num_classes=-1):
     """int64 one-hot encoding: a new last dim of `num_classes` holding 1 at each index
     (`num_classes=-1`: one more than the largest index).
 

@@ -17,7 +17,8 @@ from ...framework.dispatch import inplace as inplace_method
 from ...framework.errors import DTypeError, ShapeError
 from ...framework.node import is_float
 from ...framework.random import default_generator
-from .._rules import B, Meta, Signature, defop, dispatch
+from ...framework.tensor import Tensor
+from .._rules import B, Meta, Signature, checked, defop, dispatch
 from ..creation import on_placement_of
 from ..random import rand
 from .softmax import reject_unless
@@ -88,7 +89,8 @@ def _maybe_dropout(input, p: float, training: bool, inplace: bool, noise_shape: 
     return _apply_(input, p, noise_shape) if inplace else _apply(input, p, noise_shape)
 
 
-def dropout(input, p=0.5, training=True, inplace=False):
+@checked
+def dropout(input: Tensor, p=0.5, training=True, inplace=False):
     """Zero each element with probability `p` and scale the others by 1 / (1 - p), so the
     expectation is unchanged; the identity when not `training`.
 
@@ -103,7 +105,8 @@ def _channel_noise(shape: tuple, batched: bool) -> tuple:
     return shape[:lead] + (1,) * (len(shape) - lead)
 
 
-def dropout1d(input, p=0.5, training=True, inplace=False):
+@checked
+def dropout1d(input: Tensor, p=0.5, training=True, inplace=False):
     """Zero whole channels (dim -2 of (N, C, L) or (C, L) inputs) with probability `p` and
     scale the others by 1 / (1 - p).
 
@@ -118,7 +121,8 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
     return _maybe_dropout(input, p, training, inplace, noise)
 
 
-def dropout2d(input, p=0.5, training=True, inplace=False):
+@checked
+def dropout2d(input: Tensor, p=0.5, training=True, inplace=False):
     """Zero whole channels (dim 1 of (N, C, H, W) inputs) with probability `p` and scale the
     others by 1 / (1 - p). As in PyTorch, a 3-d input is read as (N, C, L), with a warning.
 
@@ -150,7 +154,8 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
     return _maybe_dropout(input, p, training, inplace, noise)
 
 
-def dropout3d(input, p=0.5, training=True, inplace=False):
+@checked
+def dropout3d(input: Tensor, p=0.5, training=True, inplace=False):
     """Zero whole channels (dim 1 of (N, C, D, H, W), dim 0 of (C, D, H, W) inputs) with
     probability `p` and scale the others by 1 / (1 - p).
 
@@ -204,7 +209,8 @@ def _alpha_dropout(input, p: float, training: bool, inplace: bool, feature: bool
     return out
 
 
-def alpha_dropout(input, p=0.5, training=False, inplace=False):
+@checked
+def alpha_dropout(input: Tensor, p=0.5, training=False, inplace=False):
     """Dropout for SELU networks: in training, each element becomes SELU's saturation value
     with probability `p`, then all are mapped affinely so the mean and variance stay those of
     the input (0 and 1 after SELU); the identity when not `training` (the default).
@@ -215,7 +221,8 @@ def alpha_dropout(input, p=0.5, training=False, inplace=False):
     return _alpha_dropout(input, p, training, inplace, feature=False, op="alpha_dropout")
 
 
-def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+@checked
+def feature_alpha_dropout(input: Tensor, p=0.5, training=False, inplace=False):
     """`alpha_dropout` of whole channels (dim 1 of an (N, C, ...) input).
 
     >>> F.feature_alpha_dropout(flow.randn(2, 4, 3), p=0.2, training=True).shape

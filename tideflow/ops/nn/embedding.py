@@ -11,7 +11,8 @@ from ...framework import dtype as dtypes
 from ...framework.dispatch import assign
 from ...framework.errors import DTypeError, ShapeError, TensorIndexError, TideflowError
 from ...framework.grad_mode import no_grad
-from .._rules import B, Meta, P, S, Signature, broadcast_only, defop, dispatch
+from ...framework.tensor import Tensor
+from .._rules import B, Meta, P, S, Signature, broadcast_only, checked, defop, dispatch
 from .softmax import reject_unless
 
 __all__ = ["embedding"]
@@ -185,9 +186,10 @@ _embedding_renorm = defop(
 )
 
 
+@checked
 def embedding(
     input,
-    weight,
+    weight: Tensor,
     padding_idx=None,
     max_norm=None,
     norm_type=2.0,

@@ -8,7 +8,8 @@ import math
 import numpy as np
 
 from ...framework.errors import ShapeError
-from .._rules import B, Meta, P, S, Signature, defop, dispatch
+from ...framework.tensor import Tensor
+from .._rules import B, Meta, P, S, Signature, checked, defop, dispatch
 from .conv import col2im, im2col, ntuple, window_counts
 from .padding import pad_or_crop
 from .sampling import compute_array
@@ -129,7 +130,8 @@ def _geometry_attrs(op, kernel_size, dilation, padding, stride) -> dict:
     }
 
 
-def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+@checked
+def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1):
     """Extract sliding blocks (im2col): a (N, C, H, W) or (C, H, W) input becomes
     (N, C * kH * kW, L) columns, L the number of blocks, each column one flattened block
     (channel-major). `F.unfold(x, kernel_size=3, padding=1)`"""
@@ -140,7 +142,8 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     return dispatch(_im2col, (input,), attrs)
 
 
-def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+@checked
+def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """Combine sliding blocks into an image (col2im), summing where blocks overlap: the
     adjoint of `unfold`. A (N, C * kH * kW, L) or (C * kH * kW, L) input becomes
     (N, C, *output_size)."""

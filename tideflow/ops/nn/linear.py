@@ -6,7 +6,8 @@ import numpy as np
 
 from ...backends import bf16_gemm
 from ...framework.errors import DTypeError, ShapeError
-from .._rules import B, Meta, P, S, Signature, defop, dispatch
+from ...framework.tensor import Tensor
+from .._rules import B, Meta, P, S, Signature, checked, defop, dispatch
 from ..complex import holomorphic
 from .softmax import compute_dtype, reject_unless
 
@@ -134,7 +135,8 @@ _linear = defop(
 )
 
 
-def linear(input, weight, bias=None):
+@checked
+def linear(input, weight, bias: Tensor | None = None):
     """`input @ weight.T + bias` over the last dim of `input` (any leading dims), with
     `weight` of shape (out_features, in_features).
 
@@ -144,7 +146,8 @@ def linear(input, weight, bias=None):
     return dispatch(_linear, (input, weight, bias), {})
 
 
-def bilinear(input1, input2, weight, bias=None):
+@checked
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None):
     """`y[..., k] = input1 @ weight[k] @ input2 + bias[k]` with `weight` of shape
     (out_features, in1_features, in2_features).
 

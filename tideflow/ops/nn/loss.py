@@ -15,6 +15,7 @@ import numpy as np
 from ...framework import dtype as dtypes
 from ...framework.errors import DTypeError, ShapeError, TensorIndexError, TideflowError
 from ...framework.node import is_float
+from ...framework.tensor import Tensor
 from .. import activation, binary
 from .._rules import (
     B,
@@ -22,6 +23,7 @@ from .._rules import (
     P,
     S,
     Signature,
+    checked,
     defop,
     dispatch,
     elementwise_meta,
@@ -274,8 +276,9 @@ def _nll(input, target, weight, ignore_index: int, reduction: str):
     return dispatch(_nll_loss, (input, target, weight), attrs)
 
 
+@checked
 def nll_loss(
-    input,
+    input: Tensor,
     target,
     weight=None,
     size_average=None,
@@ -428,8 +431,9 @@ _binary_cross_entropy = defop(
 )
 
 
+@checked
 def binary_cross_entropy(
-    input, target, weight=None, size_average=None, reduce=None, reduction="mean"
+    input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None, reduction="mean"
 ):
     """`-weight * (t log(x) + (1 - t) log(1 - x))` for probabilities `input` in [0, 1] and a
     `target` of the same shape; the logs are clamped at -100 like PyTorch's.
@@ -500,9 +504,10 @@ _binary_cross_entropy_with_logits = defop(
 )
 
 
+@checked
 def binary_cross_entropy_with_logits(
-    input,
-    target,
+    input: Tensor,
+    target: Tensor,
     weight=None,
     size_average=None,
     reduce=None,
@@ -606,7 +611,15 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
 
 
 # -- distribution losses --------------------------------------------------------------------
-def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+@checked
+def kl_div(
+    input: Tensor,
+    target: Tensor,
+    size_average=None,
+    reduce=None,
+    reduction="mean",
+    log_target=False,
+):
     """Kullback-Leibler divergence `target * (log(target) - input)` with `input` of
     log-probabilities (`log_target=True`: `target` is log-probabilities too). 'batchmean'
     divides the sum by the batch size (the true KL divergence); 'mean' by the element count.
@@ -631,8 +644,9 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     return _reduce(loss, reduction)
 
 
+@checked
 def poisson_nll_loss(
-    input,
+    input: Tensor,
     target,
     log_input=True,
     full=False,
@@ -665,8 +679,15 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     return _reduce((-input * target).exp().log1p(), reduction)
 
 
+@checked
 def margin_ranking_loss(
-    input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"
+    input1: Tensor,
+    input2: Tensor,
+    target: Tensor,
+    margin=0,
+    size_average=None,
+    reduce=None,
+    reduction="mean",
 ):
     """`max(0, -target * (input1 - input2) + margin)`: target 1 asks for input1 to rank
     higher than input2 by `margin`, -1 the opposite.
@@ -686,8 +707,15 @@ def margin_ranking_loss(
 _EPSILON = 1e-12
 
 
+@checked
 def cosine_embedding_loss(
-    input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"
+    input1: Tensor,
+    input2,
+    target: Tensor,
+    margin=0,
+    size_average=None,
+    reduce=None,
+    reduction="mean",
 ):
     """`1 - cos(x1, x2)` where target is 1 and `max(0, cos(x1, x2) - margin)` where it is -1,
     with the cosine taken over the last dim of 1-d or 2-d inputs.
@@ -711,10 +739,11 @@ def cosine_embedding_loss(
     return _reduce(pos + neg, reduction)
 
 
+@checked
 def triplet_margin_loss(
-    anchor,
-    positive,
-    negative,
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
     margin=1.0,
     p=2,
     eps=1e-06,

@@ -18,7 +18,8 @@ from ...framework import dtype as dtypes
 from ...framework.errors import DTypeError, ShapeError, TideflowError
 from ...framework.grad_mode import no_grad
 from ...framework.node import is_float
-from .._rules import B, Meta, P, S, Signature, defop, dispatch
+from ...framework.tensor import Tensor
+from .._rules import B, Meta, P, S, Signature, checked, defop, dispatch
 from .softmax import compute_dtype, refuse_grad, reject_unless
 
 __all__ = ["batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm"]
@@ -521,7 +522,10 @@ def _channel_affine(y, weight, bias, input):
     return y if y.dtype is input.dtype else y.to(input.dtype)
 
 
-def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
+@checked
+def group_norm(
+    input: Tensor, num_groups, weight: Tensor | None = None, bias: Tensor | None = None, eps=1e-05
+):
     """Split the channels (dim 1) into `num_groups` groups and normalize each group of each
     sample over its channels and spatial dims; then scale and shift per channel.
 

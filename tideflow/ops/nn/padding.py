@@ -12,7 +12,8 @@ import functools
 import numpy as np
 
 from ...framework.errors import ShapeError
-from .._rules import B, Meta, P, S, Signature, defop, dispatch
+from ...framework.tensor import Tensor
+from .._rules import B, Meta, P, S, Signature, checked, defop, dispatch
 from .sampling import make_taps, resample
 
 __all__ = ["pad"]
@@ -141,7 +142,8 @@ def _check_mode_pad(mode: str, shape: tuple, pairs: tuple) -> None:
 _MODES = ("constant", "reflect", "replicate", "circular")
 
 
-def pad(input, pad, mode="constant", value=None):
+@checked
+def pad(input: Tensor, pad, mode="constant", value=None):
     """Pad (or, with negative amounts, crop) the last dims of `input`. `pad` lists
     (before, after) amounts starting from the last dim: (left, right, top, bottom, ...).
     Modes: 'constant' (fill with `value`, default 0), 'reflect' (mirror without repeating the

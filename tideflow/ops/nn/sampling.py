@@ -19,7 +19,8 @@ import numpy as np
 from scipy import sparse
 
 from ...framework.errors import DTypeError, ShapeError
-from .._rules import B, Meta, P, S, Signature, defop, dispatch, int_arg, tensor_arg
+from ...framework.tensor import Tensor
+from .._rules import B, Meta, P, S, Signature, checked, defop, dispatch, int_arg, tensor_arg
 
 __all__ = [
     "interpolate",
@@ -445,17 +446,20 @@ def interpolate(
     return resample(input, taps)
 
 
-def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+@checked
+def upsample(input: Tensor, size=None, scale_factor=None, mode="nearest", align_corners=None):
     """Deprecated alias of `interpolate` (kept for PyTorch compatibility)."""
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
-def upsample_nearest(input, size=None, scale_factor=None):
+@checked
+def upsample_nearest(input: Tensor, size=None, scale_factor=None):
     """`interpolate(input, size, scale_factor, mode='nearest')` (deprecated alias)."""
     return interpolate(input, size, scale_factor, mode="nearest")
 
 
-def upsample_bilinear(input, size=None, scale_factor=None):
+@checked
+def upsample_bilinear(input: Tensor, size=None, scale_factor=None):
     """`interpolate(..., mode='bilinear', align_corners=True)` (deprecated alias)."""
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
@@ -471,7 +475,8 @@ def _check_shuffle(op: str, input, factor: int) -> None:
         raise ShapeError(f"{op}: the factor must be positive, got {factor}")
 
 
-def pixel_shuffle(input, upscale_factor):
+@checked
+def pixel_shuffle(input: Tensor, upscale_factor):
     """Move channel blocks into space: (*, C * r * r, H, W) -> (*, C, H * r, W * r), output
     pixel (h * r + i, w * r + j) of channel c reading channel c * r * r + i * r + j."""
     r = int(upscale_factor)
@@ -488,7 +493,8 @@ def pixel_shuffle(input, upscale_factor):
     return x.reshape(*lead, c // (r * r), h * r, w * r)
 
 
-def pixel_unshuffle(input, downscale_factor):
+@checked
+def pixel_unshuffle(input: Tensor, downscale_factor):
     """The inverse of `pixel_shuffle`: (*, C, H * r, W * r) -> (*, C * r * r, H, W)."""
     r = int(downscale_factor)
     _check_shuffle("pixel_unshuffle", input, r)

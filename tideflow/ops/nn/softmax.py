@@ -15,7 +15,8 @@ from ...framework import dtype as dtypes
 from ...framework.errors import DTypeError, Rejected, TideflowError
 from ...framework.grad_mode import is_grad_enabled
 from ...framework.node import is_float
-from .._rules import B, Meta, P, S, Signature, defop, dispatch, methods, normalize_dim
+from ...framework.tensor import Tensor
+from .._rules import B, Meta, P, S, Signature, checked, defop, dispatch, methods, normalize_dim
 
 __all__ = ["softmax", "log_softmax", "softmin"]
 
@@ -292,7 +293,8 @@ def _prepare(op: str, input, dim, stacklevel: int, dtype):
     return input, {"dim": normalize_dim(op, dim, input.ndim)}
 
 
-def softmax(input, dim=None, _stacklevel=3, dtype=None):
+@checked
+def softmax(input: Tensor, dim=None, _stacklevel=3, dtype=None):
     """`exp(x) / sum(exp(x))` along `dim`: each slice becomes a probability distribution.
     With `dtype`, the input is cast to it first (to compute half inputs in float32, say).
 
@@ -302,7 +304,8 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
     return dispatch(_softmax, (input,), attrs)
 
 
-def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+@checked
+def log_softmax(input: Tensor, dim=None, _stacklevel=3, dtype=None):
     """`log(softmax(x))` along `dim`, computed stably as `x - max - log(sum(exp(x - max)))`.
 
     >>> F.log_softmax(flow.tensor([[1.0, 2.0, 3.0]]), dim=1)
@@ -311,7 +314,8 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     return dispatch(_log_softmax, (input,), attrs)
 
 
-def softmin(input, dim=None, _stacklevel=3, dtype=None):
+@checked
+def softmin(input: Tensor, dim=None, _stacklevel=3, dtype=None):
     """`softmax(-x)` along `dim`: small values get the large probabilities.
 
     >>> F.softmin(flow.tensor([[1.0, 2.0, 3.0]]), dim=1)
