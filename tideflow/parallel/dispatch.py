@@ -30,6 +30,7 @@ from ..framework.registry import Meta, OpDef
 from ..framework.sbp import B, P, Split
 from ..framework.tensor import Tensor, make_tensor
 from . import _comm
+from ._auto_session import active as auto_session
 from ._layout import shard_shape, split_range
 from .boxing import box, empty_shard
 from .global_tensor import GlobalTensor, local_view, wrap
@@ -96,6 +97,9 @@ def _global_call(op: OpDef, args: tuple, attrs: dict, run):
         note = getattr(t._data, "note_layout", None)  # a graph being traced records it
         if note is not None:
             note(where, nd)
+    session = auto_session()
+    if session is not None:
+        session.produced(result)
     return result[0] if op.n_out == 1 else result
 
 
@@ -144,23 +148,29 @@ def _choose(
             raise _no_signature(op, args, sigs)
         per_axis.append(options)
     keep = tensors[0][1]._nd_sbp  # NOTE: ties go to outputs laid out like the first operand
+    session = auto_session()
     best = None
+    every = []  # an auto-parallel session chooses among all of them
     for combo in itertools.product(*per_axis):
         outs = tuple(zip(*(sig.outs for _, _, sig in combo), strict=True))
         local = _local_attrs(op, attrs, [sig for _, _, sig in combo], metas)
         if local is None:
             continue
         key = (sum(c for c, _, _ in combo), not outs or outs[0] != keep, [o for _, o, _ in combo])
-        if best is None or key < best[0]:
+        if session is not None or best is None or key < best[0]:
             ins = tuple(
                 tuple(sig.ins[i] for _, _, sig in combo) if isinstance(a, GlobalTensor) else None
                 for i, a in enumerate(args)
             )
             if not _nested_shards_line_up(op, ins, outs, metas, local, out_metas, hierarchy):
                 continue
-            best = (key, _Choice(ins, outs, local))
+            every.append(_Choice(ins, outs, local))
+            if best is None or key < best[0]:
+                best = (key, every[-1])
     if best is None:
         raise _no_signature(op, args, sigs)
+    if session is not None:
+        return session.choose(op, args, metas, out_metas, where, every, best[1])
     return best[1]
 
 

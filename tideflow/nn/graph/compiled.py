@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 
 from ...compiler import Program, TensorHolder, Tracer, UpdateCall, capture_updates
 from ...compiler.amp import LossScaling, autocast_region
@@ -17,9 +18,12 @@ from ...framework.errors import TideflowError
 from ...framework.grad_mode import no_grad
 from ...framework.tensor import Tensor, raw_data
 from ...ops.shape import cat, stack
+from ...parallel._auto_session import Recorder
+from ...parallel._auto_session import session as layout_session
 from ...parallel.global_tensor import GlobalTensor, new_global
 from ...runtime import DataSource, Executor
 from ..utils.clip_grad import clip_grad_norm_
+from .auto_parallel import searched_layouts
 from .pending import PendingTensor, PlanRuns, hold, pending_output
 from .source import GraphSource
 from .structure import flatten_outputs, unflatten
@@ -76,7 +80,15 @@ class CompiledGraph:
         # (op, id of the parameter's array, a global one's shard) of each update, in order
         self._updates: list[tuple] = []
         self._pending_attrs: tuple | None = None  # the first call's, captured while tracing
-        traced = self._trace(graph, inputs, input_spec)
+        self._layouts = None  # auto-parallel's session while build is traced
+        self.layout_search = None  # auto-parallel's `parallel.auto.Solution`
+        if graph.config.optimizations.get("auto_parallel"):
+            self._layouts, self.layout_search, report = searched_layouts(
+                graph, lambda recorder: self._trace(graph, inputs, input_spec, recorder)
+            )
+            if log is not None:
+                print(f"[{graph.name}] {report}")
+        traced = self._trace(graph, inputs, input_spec, self._layouts)
         if log is not None:
             log("traced", traced)
         stage = graph._graph_modules.pipeline_stage(get_world().rank)
@@ -97,8 +109,10 @@ class CompiledGraph:
         self.traced_nodes = len(traced.nodes)
         self.compile_seconds = time.perf_counter() - start
 
-    def _trace(self, graph, inputs: Sequence[Tensor], input_spec) -> Program:
-        """Build on lazy inputs, then the optimizers' updates of the gradients it left."""
+    def _trace(self, graph, inputs: Sequence[Tensor], input_spec, layouts=None) -> Program | None:
+        """Build on lazy inputs, then the optimizers' updates of the gradients it left;
+        `layouts`: an auto-parallel session choosing build's layouts (a `Recorder`: build
+        only, and no program)."""
         zero = graph.config.zero_options if graph.config.zero else {}
         sharded = {}  # ZeRO stage 3: parameter -> the layout build computes with
         if zero.get("stage") == 3:
@@ -110,7 +124,10 @@ class CompiledGraph:
         self._amp = LossScaling(scaler, tracer, TensorHolder) if scaling else None
         found_inf = None
         steps = graph.config.gradient_accumulation_steps
-        with tracer, graph._graph_modules.scopes(tracer, graph._modules):
+        if isinstance(layouts, Recorder):
+            layouts.module_of = lambda: (tracer.current_scope or Scope()).module
+        chosen = nullcontext() if layouts is None else layout_session(layouts)
+        with tracer, graph._graph_modules.scopes(tracer, graph._modules), chosen:
             feeds = [_feed(tracer, t) for t in inputs]
             if steps == 1:
                 outputs, self.output_spec = _build(graph, tracer, feeds, input_spec, None, sharded)
@@ -121,6 +138,10 @@ class CompiledGraph:
             if self._amp is not None:
                 found_inf = self._amp.unscale_and_update(self._optimizers)
             _clip_gradients(graph)
+        if isinstance(layouts, Recorder):
+            # NOTE: recording needs build only; capturing the optimizers' steps twice would
+            # count a step twice in their state (Adam's step number).
+            return None
         self._grads = self._gradients(tracer)
         if self._grads:
             calls = _on_this_rank(self._capture())

@@ -11,10 +11,10 @@ class GraphConfig:
     Active now: `enable_amp` (with `Graph.set_grad_scaler` for loss scaling),
     `allow_fuse_cast_scale`, `set_gradient_accumulation_steps`, `set_outputs_buffer_size`
     (how many iterations' outputs each task may hold ahead: the runtime's register quota),
-    `set_plan_cache_size` (how many compiled input signatures are kept) and `enable_zero`
-    (stages 1 and 2, for global parameters). Accepted and recorded for the passes that will
-    use them, as they do not change results: `allow_fuse_add_to_output`,
-    `allow_fuse_model_update_ops`, `enable_auto_parallel`, `enable_compress_memory`,
+    `set_plan_cache_size` (how many compiled input signatures are kept), `enable_zero`
+    (stages 1 and 2, for global parameters) and `enable_auto_parallel`. Accepted and
+    recorded for the passes that will use them, as they do not change results:
+    `allow_fuse_add_to_output`, `allow_fuse_model_update_ops`, `enable_compress_memory`,
     `enable_straighten_algorithm`, `enable_cudnn_conv_heuristic_search_algo`.
 
     >>> class Train(flow.nn.Graph):
@@ -34,6 +34,7 @@ class GraphConfig:
         self.outputs_buffer_size = 2
         self.plan_cache_size = 8
         self.optimizations: dict[str, object] = {}
+        self.auto_parallel_options: dict = {}
 
     # -- active ---------------------------------------------------------------------------
     def set_outputs_buffer_size(self, value: int = 2) -> None:
@@ -96,8 +97,17 @@ class GraphConfig:
     def allow_fuse_model_update_ops(self, mode: bool = True) -> None:
         self.optimizations["fuse_model_update_ops"] = bool(mode)
 
-    def enable_auto_parallel(self, mode: bool = True) -> None:
+    def enable_auto_parallel(
+        self, mode: bool = True, *, memory_limit: float | None = None, cluster=None
+    ) -> None:
+        """Choose the layouts (SBP) of build's ops to minimise the step time the cost model
+        predicts, within `memory_limit` bytes per rank (None: no limit), instead of each
+        op's least-boxing layout (see docs/parallel_graphs.md). The layouts of inputs,
+        parameters and `to_global` calls in build stay the user's. `cluster`: a
+        `parallel.cost.Cluster` to price with (default: this machine's calibrated `local`
+        profile). `memory_limit` and `cluster` are tideflow's, not OneFlow's."""
         self.optimizations["auto_parallel"] = bool(mode)
+        self.auto_parallel_options = dict(memory_limit=memory_limit, cluster=cluster)
 
     def enable_compress_memory(self, mode: bool = True) -> None:
         self.optimizations["compress_memory"] = bool(mode)

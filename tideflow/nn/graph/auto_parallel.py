@@ -1,0 +1,45 @@
+"""`config.enable_auto_parallel(True)`: search the layouts of build's ops before compiling.
+
+Build is traced once under a `Recorder` (the global mode's greedy layouts, every valid
+alternative written down), the layouts are searched (`parallel.auto`), and the graph is then
+traced for real under a `Planned` session that hands each op call its searched layout. The
+second trace thus records the program, boxing and backward included, exactly as the global
+mode builds it for those layouts: the rewrite cannot disagree with eager global tensors.
+
+Constraints: the layouts of build's inputs, of parameters and of every `to_global` in build
+are the user's; only the layouts of values computed by ops are searched (parameters keep
+theirs, so the optimizer and checkpoints see them unchanged).
+"""
+
+from __future__ import annotations
+
+from ...distributed.world import get_world
+from ...framework.errors import TideflowError
+from ...framework.random import get_rng_state, set_rng_state
+from ...parallel._auto_session import Planned, Recorder
+from ...parallel.auto import Solution, build_problem, describe, search
+from ...parallel.cost._calibrate import local_cluster
+
+
+def searched_layouts(graph, trace) -> tuple[Planned, Solution, str]:
+    """The planned session for `graph`, the search's solution and the report `debug(0)`
+    prints. `trace(session)` traces build with the session active (its result unused)."""
+    options = graph.config.auto_parallel_options
+    if graph.config.zero and graph.config.zero_options.get("stage") == 3:
+        raise TideflowError(
+            "enable_auto_parallel: ZeRO stage 3 re-lays parameters out at the first call; "
+            "use stage 1 or 2 with auto-parallel"
+        )
+    recorder = Recorder()
+    state = get_rng_state()  # the recording trace must not move the generator
+    try:
+        trace(recorder)
+    finally:
+        set_rng_state(state)
+    cluster = options.get("cluster") or local_cluster(gpus_per_node=get_world().size)
+    problem = build_problem(recorder.calls, cluster)
+    solution = search(problem, options.get("memory_limit"))
+    plan = [
+        (node.op, node.choices[c]) for node, c in zip(problem.nodes, solution.assign, strict=True)
+    ]
+    return Planned(plan), solution, describe(problem, solution)

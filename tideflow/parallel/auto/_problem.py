@@ -1,0 +1,243 @@
+"""The layout search's problem: the traced op graph, each node's valid layouts priced.
+
+A step's predicted time under an assignment (one choice per node) is
+
+    sum over nodes   compute of the chosen layout (forward, and twice that backward)
+  + sum over edges   the boxing from the producer's output layout to the consumer's input
+                     layout, and in backward the boxing of the gradient back
+
+on the busiest rank (rank 0's shards are the largest), priced with the cost model:
+`op_time` for compute, the alpha-beta collectives of `Network` for boxing. The gradient a
+consumer hands back is laid out as its input was, except that a broadcast input of a node
+whose outputs differ between ranks gets partial gradients, and a partial input gets a
+broadcast one; its producer needs it laid out as its output (a partial output: broadcast).
+A parameter needs its gradient in its own layout for the update, so data parallelism's
+all-reduce of a broadcast parameter's partial gradient is the edge cost of its consumers.
+
+Memory per rank: parameters and their gradients (fixed), and the outputs of nodes that
+backward needs (every node output that requires grad, as saved activations).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ...framework.errors import ShapeError
+from ...framework.sbp import B, P, Split
+from .._layout import shard_shape
+from ..cost import Cluster, matmul_cost, op_time, pointwise_cost
+
+_PRODUCTS = {"matmul", "mm", "bmm", "linear"}
+
+
+@dataclass
+class Value:
+    shape: tuple
+    itemsize: int
+    requires_grad: bool
+    hierarchy: tuple
+    producer: int | None = None  # node index; None: a source (input, parameter, to_global)
+    output: int = 0
+    layout: tuple | None = None  # a source's fixed layout
+    parameter: bool = False
+
+
+@dataclass
+class Node:
+    op: str
+    module: str
+    hierarchy: tuple
+    choices: list  # each with .ins (per argument: n-D sbp or None) and .outs
+    greedy: int
+    inputs: list  # (argument index, value index)
+    outputs: list = field(default_factory=list)  # value indices
+    compute: list = field(default_factory=list)  # seconds per choice, forward + backward
+    memory: list = field(default_factory=list)  # saved bytes per choice
+
+
+@dataclass
+class Problem:
+    nodes: list
+    values: list
+    cluster: Cluster
+    consumers: list = field(default_factory=list)  # per value: [(node, argument index)]
+
+    def __post_init__(self) -> None:
+        self.consumers = [[] for _ in self.values]
+        for v, node in enumerate(self.nodes):
+            for arg, value in node.inputs:
+                self.consumers[value].append((v, arg))
+        self._edges: dict[tuple, float] = {}
+        self.fixed_memory = sum(
+            2 * _shard_bytes(val, val.layout) for val in self.values if val.parameter
+        )
+
+    # -- pricing --------------------------------------------------------------------------
+    def layout_of(self, value: int, assign: list) -> tuple:
+        val = self.values[value]
+        if val.producer is None:
+            return val.layout
+        return self.nodes[val.producer].choices[assign[val.producer]].outs[val.output]
+
+    def edge_time(self, value: int, assign: list, consumer: int, arg: int, choice) -> float:
+        """Boxing time of `value` into argument `arg` of `consumer` laid out as `choice`, in
+        forward and backward, its producer's layout taken from `assign`."""
+        src = self.layout_of(value, assign)
+        key = (value, src, choice.ins[arg], _varies(choice.outs))
+        time = self._edges.get(key)
+        if time is None:
+            time = self._edges[key] = self._edge_time(*key)
+        return time
+
+    def _edge_time(self, value: int, src: tuple, dst: tuple, varies: tuple) -> float:
+        val = self.values[value]
+        time = self._box(val, src, dst)
+        if val.requires_grad:
+            handed = tuple(
+                (P if v else B) if d is B else (B if d is P else d)
+                for d, v in zip(dst, varies, strict=True)
+            )
+            needed = tuple(B if s is P else s for s in src)
+            time += self._box(val, handed, needed)
+        return time
+
+    def _box(self, val: Value, src: tuple, dst: tuple) -> float:
+        net, device = self.cluster.network, self.cluster.device
+        total = 0.0
+        for axis, (s, d) in enumerate(zip(src, dst, strict=True)):
+            if s == d:
+                continue
+            n = val.hierarchy[axis]
+            others = math.prod(
+                val.hierarchy[j] for j, t in enumerate(src) if j != axis and isinstance(t, Split)
+            )
+            nbytes = val.itemsize * math.prod(val.shape) / others
+            if s is P and d is B:
+                total += net.allreduce(nbytes, n, n)
+            elif d is B or (s is P and isinstance(d, Split)):
+                total += net.allgather(nbytes, n, n)  # S->B all-gather; P->S reduce-scatter
+            elif isinstance(s, Split) and isinstance(d, Split):
+                total += net.alltoall(nbytes / n, n, n)
+            else:  # B->S slice, B->P or S->P: a local copy
+                total += device.stream_time(nbytes / n)
+                continue
+            total += device.op_overhead_s
+        return total
+
+    def total(self, assign: list) -> float:
+        time = sum(node.compute[assign[v]] for v, node in enumerate(self.nodes))
+        for v, node in enumerate(self.nodes):
+            c = node.choices[assign[v]]
+            time += sum(self.edge_time(value, assign, v, arg, c) for arg, value in node.inputs)
+        return time
+
+    def memory(self, assign: list) -> float:
+        return self.fixed_memory + sum(node.memory[assign[v]] for v, node in enumerate(self.nodes))
+
+    def local_cost(self, v: int, choice: int, assign: list, lam: float) -> float:
+        """The terms of the objective that node `v`'s choice changes, the others held."""
+        node = self.nodes[v]
+        c = node.choices[choice]
+        held = assign[v]
+        assign[v] = choice
+        try:
+            cost = node.compute[choice] + lam * node.memory[choice]
+            cost += sum(self.edge_time(value, assign, v, arg, c) for arg, value in node.inputs)
+            for value in node.outputs:
+                for consumer, arg in self.consumers[value]:
+                    d = self.nodes[consumer].choices[assign[consumer]]
+                    cost += self.edge_time(value, assign, consumer, arg, d)
+        finally:
+            assign[v] = held
+        return cost
+
+
+def _varies(outs: tuple) -> tuple:
+    """Per placement axis: whether the node's outputs differ between the axis's ranks."""
+    if not outs:
+        return ()
+    return tuple(any(nd[axis] is not B for nd in outs) for axis in range(len(outs[0])))
+
+
+def _shard_bytes(val: Value, nd: tuple) -> float:
+    coord = (0,) * len(val.hierarchy)
+    return val.itemsize * math.prod(shard_shape(val.shape, nd, val.hierarchy, coord))
+
+
+# -- building it from a recording ---------------------------------------------------------------
+def build_problem(calls: list, cluster: Cluster) -> Problem:
+    """The problem of the calls a `Recorder` wrote down."""
+    values: list[Value] = []
+    known: dict[int, int] = {}  # id of a global tensor -> its value
+    nodes: list[Node] = []
+    for v, call in enumerate(calls):
+        hierarchy = tuple(call.placement.hierarchy)
+        inputs = []
+        for arg, t in enumerate(call.operands):
+            if t is None:
+                continue
+            if id(t) not in known:
+                known[id(t)] = len(values)
+                values.append(
+                    Value(
+                        tuple(t._logical), t.dtype.itemsize, t.requires_grad, hierarchy,
+                        layout=tuple(t._nd_sbp), parameter=t.requires_grad and t.is_leaf,
+                    )
+                )  # fmt: skip
+            inputs.append((arg, known[id(t)]))
+        node = Node(call.op.name, call.module, hierarchy, call.choices, call.greedy, inputs)
+        for k, t in enumerate(call.outputs):
+            known[id(t)] = len(values)
+            node.outputs.append(len(values))
+            values.append(
+                Value(tuple(t._logical), t.dtype.itemsize, t.requires_grad, hierarchy, v, k)
+            )
+        nodes.append(node)
+    for node in nodes:
+        node.compute = [_compute(node, c, values, cluster) for c in node.choices]
+        node.memory = [
+            sum(
+                _shard_bytes(values[o], c.outs[k])
+                for k, o in enumerate(node.outputs)
+                if values[o].requires_grad
+            )
+            for c in node.choices
+        ]
+    return Problem(nodes, values, cluster)
+
+
+def _compute(node: Node, choice, values: list, cluster: Cluster) -> float:
+    """Forward time of the node's shard on rank 0, and backward's twice that when it needs
+    one (the usual two products per product: the input's gradient and the weight's)."""
+    coord = (0,) * len(node.hierarchy)
+    by_arg = dict(node.inputs)
+    shapes, itemsize, backward = [], 1, False
+    for arg, nd in enumerate(choice.ins):
+        if nd is None or arg not in by_arg:
+            continue
+        val = values[by_arg[arg]]
+        shapes.append(shard_shape(val.shape, nd, node.hierarchy, coord))
+        itemsize = max(itemsize, val.itemsize)
+        backward = backward or val.requires_grad
+    outs = [
+        shard_shape(values[o].shape, choice.outs[k], node.hierarchy, coord)
+        for k, o in enumerate(node.outputs)
+    ]
+    cost = _product_cost(node, shapes, itemsize)
+    if cost is None:
+        cost = pointwise_cost(shapes, outs[0] if outs else (), itemsize)
+    forward = op_time(cluster.device, cost, itemsize)
+    return forward * (3 if backward else 1)
+
+
+def _product_cost(node: Node, shapes: list, itemsize: int):
+    if node.op not in _PRODUCTS or len(shapes) < 2 or min(len(s) for s in shapes[:2]) < 2:
+        return None
+    a, b = shapes[0], shapes[1]
+    if node.op == "linear":  # weight (out, in): x @ weight.T
+        b = (b[1], b[0])
+    try:
+        return matmul_cost(a, b, itemsize)
+    except ShapeError:  # a transposed operand (attributes the search does not read)
+        return None
