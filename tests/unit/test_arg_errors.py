@@ -166,3 +166,17 @@ def test_numbers_and_zero_d_arrays_stay_operands():
         assert flow.mul(x, number).shape == (3,)
     with pytest.raises(flow.ArgumentError, match=r"must be Tensor, not numpy.ndarray"):
         flow.mul(x, np.ones(3))
+
+
+@pytest.mark.parametrize(
+    ("a", "b"), [((2, 3), (3, 2)), ((4, 2, 3), (2, 2)), ((5, 1, 3), (2, 4)), ((2, 3), (3, 2, 4))]
+)
+def test_broadcast_error_says_pytorch_sentence(a, b):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError) as expected:
+        torch.ones(a) * torch.ones(b)
+    with pytest.raises(
+        flow.ShapeError, match=r"^mul: shapes .* cannot be broadcast together: "
+    ) as got:
+        flow.ones(a) * flow.ones(b)
+    assert str(got.value).endswith(str(expected.value))

@@ -73,17 +73,24 @@ def sizes_arg(size: tuple) -> tuple:
 
 
 def broadcast_shapes(op: str, *shapes: tuple) -> tuple:
-    """NumPy/PyTorch broadcasting, with an error naming the op and every shape."""
+    """NumPy/PyTorch broadcasting, with an error naming the op, every shape and PyTorch's
+    sentence (tensor a is the shapes broadcast so far, tensor b the next one; the dimension
+    is the result's)."""
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for s in shapes:
-        for i, d in enumerate(s, ndim - len(s)):
+        for i in reversed(range(ndim - len(s), ndim)):  # from the last, as PyTorch reports
+            d = s[i - ndim + len(s)]
             if d != out[i]:
                 if out[i] == 1:
                     out[i] = d
                 elif d != 1:
                     listed = " and ".join(str(list(x)) for x in shapes)
-                    raise ShapeError(f"{op}: shapes {listed} cannot be broadcast together")
+                    raise ShapeError(
+                        f"{op}: shapes {listed} cannot be broadcast together: The size of "
+                        f"tensor a ({out[i]}) must match the size of tensor b ({d}) at "
+                        f"non-singleton dimension {i}"
+                    )
     return tuple(out)
 
 

@@ -151,6 +151,21 @@ def _keep_bfloat16(kernel):
     return run
 
 
+def _second_scalar_in_float32(kernel):
+    """NOTE: PyTorch's CPU kernels of mul and div (every rounding mode) keep a number given as
+    the second operand of a float16/bfloat16 tensor in float32, their "opmath": `t * 0.3`
+    multiplies by float32(0.3) and rounds once. Every other op, and a number given first,
+    rounds the number to the tensor's dtype before computing, as NumPy does (measured against
+    torch 2.13 in tests/unit/test_half_precision.py)."""
+
+    def run(x, y):
+        if type(y) in (int, float) and type(x) is _ndarray and x.dtype in _HALF:
+            return kernel(x.astype(_F32), np.float32(y)).astype(x.dtype)
+        return kernel(x, y)
+
+    return run
+
+
 def _round_to_bfloat16(out, array):
     widened = out.dtype is _F32 or out.dtype is _F64
     return out.astype(_BF16) if widened and array.dtype is _BF16 else out
@@ -243,10 +258,14 @@ def _binary(
     out_dtype=None,
     linear=(),
     scalar=None,
+    scalar_in_float32=False,
 ):
     """One broadcasting two-operand op. `kinds`: the computation dtypes its meta rule accepts
     (the kernel must raise for the others: NumPy does for some, `_accepting` for the rest);
-    `scalar`: its rule for generated loops (`OpDef.scalar`)."""
+    `scalar`: its rule for generated loops (`OpDef.scalar`); `scalar_in_float32`: see
+    `_second_scalar_in_float32`."""
+    if scalar_in_float32:
+        kernel = _second_scalar_in_float32(kernel)
     if out_dtype is None:
         kernel = _keep_bfloat16(kernel)
     return defop(
@@ -303,6 +322,7 @@ _mul = _binary(
     saves=("input", "other"),
     linear=((0,), (1,)),
     scalar=_arith("*"),
+    scalar_in_float32=True,
 )
 _div = _binary(
     "div",
@@ -312,6 +332,7 @@ _div = _binary(
     promote="float",
     linear=((0,),),
     scalar=_float_rule(lambda g, x, y: f"{x} / {y}"),
+    scalar_in_float32=True,
 )
 
 
@@ -349,9 +370,19 @@ def _fmod_grad(ctx, gy):
     return (gy if need_x else None), gother
 
 
-_floor_divide = _binary("floor_divide", _floor_divide_kernel, grad=_zero_grads, kinds=_NUMBERS)
+_floor_divide = _binary(
+    "floor_divide",
+    _floor_divide_kernel,
+    grad=_zero_grads,
+    kinds=_NUMBERS,
+    scalar_in_float32=True,
+)
 _trunc_divide = _binary(
-    "trunc_divide", _opmath(_trunc_divide_kernel), grad=_zero_grads, kinds=_NUMBERS
+    "trunc_divide",
+    _opmath(_trunc_divide_kernel),
+    grad=_zero_grads,
+    kinds=_NUMBERS,
+    scalar_in_float32=True,
 )
 _remainder = _binary(
     "remainder", _remainder_kernel, grad=_remainder_grad, saves=("input", "other"), kinds=_NUMBERS
