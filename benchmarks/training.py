@@ -196,13 +196,18 @@ def _ratio(row: Row, a: str, b: str) -> str:
     return f"{row.ms[a][0] / row.ms[b][0]:.2f}" if a in row.ms and b in row.ms else "-"
 
 
+def _short(row: Row) -> str:
+    return row.name.split()[0]  # "W1"
+
+
 def report(rows: list[Row]) -> str:
     width = 15
-    lines = ["training step, ms: median ±spread (IQR / median)"]
+    lines = [f"{row.name.split()[0]}: {row.name.split(maxsplit=1)[1]}" for row in rows]
+    lines.append("training step, ms: median ±spread (IQR / median)")
     lines.append(f"{'':12}" + "".join(f"{c:>{width}}" for c in COLUMNS))
     for row in rows:
         cells = [f"{row.ms[c][0]:.1f} ±{row.ms[c][1]:.0%}" if c in row.ms else "-" for c in COLUMNS]
-        lines.append(f"{row.name[:11]:12}" + "".join(f"{c:>{width}}" for c in cells))
+        lines.append(f"{_short(row):12}" + "".join(f"{c:>{width}}" for c in cells))
     lines.append("")
     lines.append(
         f"{'':12}" + "".join(f"{label:>16}" for label, _, _ in RATIOS)
@@ -214,7 +219,7 @@ def report(rows: list[Row]) -> str:
             for k in ("graph", "graph bf16", "torch.compile")
         )
         lines.append(
-            f"{row.name[:11]:12}" + "".join(f"{_ratio(row, a, b):>16}" for _, a, b in RATIOS)
+            f"{_short(row):12}" + "".join(f"{_ratio(row, a, b):>16}" for _, a, b in RATIOS)
             + f"{compiled:>36}"
         )  # fmt: skip
     lines.append("")
@@ -222,8 +227,8 @@ def report(rows: list[Row]) -> str:
     for row in rows:
         peaks = " / ".join(f"{row.peak_mib[k]:.1f}" for k in ("eager", "graph"))
         fresh = " / ".join(f"{row.fresh_kib[k]:.0f}" for k in ("eager", "graph", "torch"))
-        lines.append(f"{row.name[:11]:12}{peaks:>24}{fresh:>36}")
-    lines.extend(f"{row.name[:11]}: {note}" for row in rows for note in row.notes)
+        lines.append(f"{_short(row):12}{peaks:>24}{fresh:>36}")
+    lines.extend(f"{_short(row)}: {note}" for row in rows for note in row.notes)
     return "\n".join(lines)
 
 
