@@ -1,0 +1,115 @@
+"""Run on every rank under mpiexec -n 2 or 4: graphs with `config.enable_auto_parallel`
+train exactly as the same graphs with the global mode's greedy layouts and as one process
+(an MLP, and the char-GPT data parallel; on 4 ranks also data x tensor parallel, whose
+parameter layouts the search must keep), and the searched plan is predicted no slower than
+its start: data parallel where the batch is split, the all-broadcast plan where it is not,
+which the search beats by splitting the computation itself."""
+
+from __future__ import annotations
+
+import numpy as np
+from global_checks import SIZE, close, done, squared_error, train_one_process
+
+import tideflow as flow
+import tideflow.parallel as par
+from tideflow.models import GPT, GPTConfig, parallelize_gpt
+
+S = flow.sbp
+ALL = flow.placement("cpu", ranks=list(range(SIZE)))
+STEPS = 3
+rng = np.random.default_rng(0)
+
+
+class TrainGraph(flow.nn.Graph):
+    def __init__(self, model, loss, auto: bool, set_stages=None):
+        super().__init__()
+        self.model = model
+        self.loss = loss
+        if set_stages is not None:
+            set_stages(self.model)
+        self.add_optimizer(flow.optim.AdamW(model.parameters(), lr=1e-2))
+        if auto:
+            self.config.enable_auto_parallel(True)
+
+    def build(self, x, y):
+        loss = self.loss(self.model, x, y)
+        loss.backward()
+        return loss
+
+
+def train(make_model, loss, batches, layout, auto: bool):
+    """Per-step losses and the search's solution (None without auto-parallel)."""
+    model = make_model()
+    inputs = lambda x, y: (x.to_global(ALL, S.broadcast).to_global(sbp=layout),  # noqa: E731
+                           y.to_global(ALL, S.broadcast).to_global(sbp=layout))  # fmt: skip
+    graph = TrainGraph(par.module_to_global(model, ALL, S.broadcast), loss, auto)
+    losses = [graph(*inputs(flow.tensor(x), flow.tensor(y))).numpy() for x, y in batches]
+    return np.array(losses), graph._latest.layout_search
+
+
+def mlp():
+    flow.manual_seed(0)
+    return flow.nn.Sequential(flow.nn.Linear(8, 32), flow.nn.Tanh(), flow.nn.Linear(32, 4))
+
+
+def check_mlp() -> None:
+    batches = [
+        (rng.standard_normal((16, 8)).astype(np.float32),
+         rng.standard_normal((16, 4)).astype(np.float32))
+        for _ in range(STEPS)
+    ]  # fmt: skip
+    model = mlp()
+    opt = flow.optim.AdamW(model.parameters(), lr=1e-2)
+    want = train_one_process(model, opt, batches, squared_error)[0]
+    for layout in (S.split(0), S.broadcast):
+        greedy, _ = train(mlp, squared_error, batches, layout, auto=False)
+        searched, found = train(mlp, squared_error, batches, layout, auto=True)
+        close(greedy, want, f"mlp, {layout}: greedy layouts", atol=2e-6)
+        close(searched, want, f"mlp, {layout}: searched layouts", atol=2e-6)
+        assert found.time <= found.greedy_time, found
+
+
+CONFIG = GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=16)
+TOKENS = [rng.integers(0, CONFIG.vocab_size, (8, CONFIG.block_size + 1)) for _ in range(STEPS)]
+
+
+def gpt():
+    flow.manual_seed(0)
+    return GPT(CONFIG)
+
+
+def gpt_loss(model, idx, targets):
+    return model(idx, targets)[1]
+
+
+def check_gpt(dp: int, tp: int, broadcast_batch: bool = False) -> None:
+    model = gpt()
+    opt = flow.optim.AdamW(model.parameters(), lr=1e-2)
+    batches = [(t[:, :-1], t[:, 1:]) for t in TOKENS]
+    want = train_one_process(model, opt, batches, gpt_loss)[0]
+    name = f"gpt dp={dp} tp={tp}" + (", broadcast batch" if broadcast_batch else "")
+    found = {}
+    for auto in (False, True):
+        model = gpt()
+        layout = parallelize_gpt(model, dp=dp, tp=tp)
+        graph = TrainGraph(model, gpt_loss, auto, layout.set_stages)
+        losses = []
+        for idx, targets in batches:
+            x, y = layout.inputs(flow.tensor(idx), flow.tensor(targets))
+            if broadcast_batch:
+                x, y = x.to_global(sbp=S.broadcast), y.to_global(sbp=S.broadcast)
+            losses.append(graph(x, y).numpy())
+        close(np.array(losses), want, f"{name}, auto_parallel={auto}", atol=2e-5)
+        found[auto] = graph._latest.layout_search
+    plan = found[True]
+    assert plan.time <= plan.greedy_time, (name, plan)
+    if broadcast_batch:  # every rank computing everything is not the fastest plan
+        assert plan.time < plan.greedy_time, (name, plan)
+
+
+check_mlp()
+check_gpt(dp=SIZE, tp=1)
+check_gpt(dp=SIZE, tp=1, broadcast_batch=True)
+if SIZE == 4:
+    check_gpt(dp=2, tp=2)
+done()
