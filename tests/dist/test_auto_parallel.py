@@ -15,3 +15,12 @@ from .jobs import WORKERS, every_rank_ok
 @pytest.mark.parametrize("n", [2, 4])
 def test_searched_layouts_train_like_greedy_ones_and_one_process(launch, n):
     every_rank_ok(launch(n, [str(WORKERS / "auto_parallel.py")], timeout=240), n)
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [2, 4])
+def test_predicted_against_measured_step_times_are_tabled(launch, n):
+    job = launch(n, [str(WORKERS / "auto_parallel_timing.py")], timeout=600)
+    every_rank_ok(job, n)
+    assert "| char-GPT, data parallel |" in job.stdout

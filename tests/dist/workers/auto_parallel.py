@@ -1,9 +1,10 @@
 """Run on every rank under mpiexec -n 2 or 4: graphs with `config.enable_auto_parallel`
 train exactly as the same graphs with the global mode's greedy layouts and as one process
-(an MLP, and the char-GPT data parallel; on 4 ranks also data x tensor parallel, whose
-parameter layouts the search must keep), and the searched plan is predicted no slower than
-its start: data parallel where the batch is split, the all-broadcast plan where it is not,
-which the search beats by splitting the computation itself."""
+(an MLP, and the char-GPT data parallel, pipelined over two stages with 2 micro-batches, and
+on 4 ranks data x tensor parallel: parameter layouts and stages the search must keep), and
+the searched plan is predicted no slower than its start: data parallel where the batch is
+split, the all-broadcast plan where it is not, which the search beats by splitting the
+computation itself."""
 
 from __future__ import annotations
 
@@ -21,13 +22,15 @@ rng = np.random.default_rng(0)
 
 
 class TrainGraph(flow.nn.Graph):
-    def __init__(self, model, loss, auto: bool, set_stages=None):
+    def __init__(self, model, loss, auto: bool, set_stages=None, micro_batches: int = 1):
         super().__init__()
         self.model = model
         self.loss = loss
         if set_stages is not None:
             set_stages(self.model)
         self.add_optimizer(flow.optim.AdamW(model.parameters(), lr=1e-2))
+        if micro_batches > 1:
+            self.config.set_gradient_accumulation_steps(micro_batches)
         if auto:
             self.config.enable_auto_parallel(True)
 
@@ -82,24 +85,27 @@ def gpt_loss(model, idx, targets):
     return model(idx, targets)[1]
 
 
-def check_gpt(dp: int, tp: int, broadcast_batch: bool = False) -> None:
+def check_gpt(dp: int, tp: int = 1, pp: int = 1, broadcast_batch: bool = False) -> None:
+    """Pipelines run 2 micro-batches, whose losses come back one each."""
+    micro_batches = 2 if pp > 1 else 1
     model = gpt()
     opt = flow.optim.AdamW(model.parameters(), lr=1e-2)
     batches = [(t[:, :-1], t[:, 1:]) for t in TOKENS]
-    want = train_one_process(model, opt, batches, gpt_loss)[0]
-    name = f"gpt dp={dp} tp={tp}" + (", broadcast batch" if broadcast_batch else "")
+    want = train_one_process(model, opt, batches, gpt_loss, micro_batches)[0]
+    name = f"gpt dp={dp} tp={tp} pp={pp}" + (", broadcast batch" if broadcast_batch else "")
     found = {}
     for auto in (False, True):
         model = gpt()
-        layout = parallelize_gpt(model, dp=dp, tp=tp)
-        graph = TrainGraph(model, gpt_loss, auto, layout.set_stages)
+        layout = parallelize_gpt(model, dp=dp, tp=tp, pp=pp)
+        graph = TrainGraph(model, gpt_loss, auto, layout.set_stages, micro_batches)
         losses = []
         for idx, targets in batches:
             x, y = layout.inputs(flow.tensor(idx), flow.tensor(targets))
             if broadcast_batch:
                 x, y = x.to_global(sbp=S.broadcast), y.to_global(sbp=S.broadcast)
             losses.append(graph(x, y).numpy())
-        close(np.array(losses), want, f"{name}, auto_parallel={auto}", atol=2e-5)
+        got = np.concatenate([np.atleast_1d(v) for v in losses])
+        close(got, want, f"{name}, auto_parallel={auto}", atol=2e-5)
         found[auto] = graph._latest.layout_search
     plan = found[True]
     assert plan.time <= plan.greedy_time, (name, plan)
@@ -108,8 +114,9 @@ def check_gpt(dp: int, tp: int, broadcast_batch: bool = False) -> None:
 
 
 check_mlp()
-check_gpt(dp=SIZE, tp=1)
-check_gpt(dp=SIZE, tp=1, broadcast_batch=True)
+check_gpt(dp=SIZE)
+check_gpt(dp=SIZE, broadcast_batch=True)
+check_gpt(dp=SIZE // 2, pp=2)
 if SIZE == 4:
     check_gpt(dp=2, tp=2)
 done()
