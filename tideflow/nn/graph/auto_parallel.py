@@ -18,7 +18,7 @@ from ...framework.errors import TideflowError
 from ...framework.random import get_rng_state, set_rng_state
 from ...parallel._auto_session import Planned, Recorder
 from ...parallel.auto import Solution, build_problem, describe, search
-from ...parallel.cost._calibrate import local_cluster
+from ...parallel.cost._calibrate import cache_path, local_cluster
 
 
 def searched_layouts(graph, trace) -> tuple[Planned, Solution, str]:
@@ -36,10 +36,21 @@ def searched_layouts(graph, trace) -> tuple[Planned, Solution, str]:
         trace(recorder)
     finally:
         set_rng_state(state)
-    cluster = options.get("cluster") or local_cluster(gpus_per_node=get_world().size)
+    cluster = options.get("cluster") or _local(get_world().size)
     problem = build_problem(recorder.calls, cluster)
     solution = search(problem, options.get("memory_limit"))
     plan = [
         (node.op, node.choices[c]) for node, c in zip(problem.nodes, solution.assign, strict=True)
     ]
     return Planned(plan), solution, describe(problem, solution)
+
+
+def _local(ranks: int):
+    # NOTE: calibrating starts an MPI job of its own, which must not happen inside every rank
+    # of this one; the profile is measured once, beforehand.
+    if not cache_path().exists():
+        raise TideflowError(
+            "enable_auto_parallel: this machine's cost profile is not measured yet; run "
+            "`tideflow plan --cluster local --calibrate` once, or pass cluster="
+        )
+    return local_cluster(gpus_per_node=ranks)

@@ -20,12 +20,16 @@ def _signature(choice) -> str:
     return f"{ins} -> {', '.join(_layout(nd) for nd in choice.outs)}"
 
 
+def _bytes(n: float) -> str:
+    return f"{n / 2**20:.2f} MiB" if n >= 2**20 else f"{n / 2**10:.2f} KiB"
+
+
 def describe(problem: Problem, solution: Solution) -> str:
-    ms, mib = 1e3, 2.0**20
+    ms = 1e3
     lines = [
         f"auto_parallel: predicted step {solution.time * ms:.3f} ms, "
-        f"{solution.memory / mib:.2f} MiB per rank (greedy layouts: "
-        f"{solution.greedy_time * ms:.3f} ms, {solution.greedy_memory / mib:.2f} MiB)",
+        f"{_bytes(solution.memory)} per rank (greedy layouts: "
+        f"{solution.greedy_time * ms:.3f} ms, {_bytes(solution.greedy_memory)})",
         "  layouts by module:",
     ]
     by_module: dict[str, Counter] = {}
