@@ -115,12 +115,12 @@ def test_a_build_that_calls_other_ops_than_when_searched_is_refused():
 
 
 class Train(flow.nn.Graph):
-    def __init__(self, model, auto: bool):
+    def __init__(self, model, auto: bool, memory_limit=None):
         super().__init__()
         self.model = model
         self.add_optimizer(flow.optim.Adam(model.parameters(), lr=1e-2))
         if auto:
-            self.config.enable_auto_parallel(True, cluster=CLUSTER)
+            self.config.enable_auto_parallel(True, cluster=CLUSTER, memory_limit=memory_limit)
 
     def build(self, x, y):
         loss = ((self.model(x) - y) ** 2).mean()
@@ -146,3 +146,12 @@ def test_an_auto_parallel_graph_trains_as_the_greedy_one_on_one_rank(capsys):
     assert "auto_parallel: predicted step" in printed
     assert "model.0: linear" in printed
     assert graph._latest.layout_search.time <= graph._latest.layout_search.greedy_time
+
+
+def test_a_memory_limit_no_plan_meets_fails_the_compilation():
+    where = flow.placement("cpu", ranks=[0])
+    model = par.module_to_global(flow.nn.Linear(4, 2), where, flow.sbp.broadcast)
+    graph = Train(model, auto=True, memory_limit=16)  # the weight alone needs 32 bytes
+    x = flow.zeros(8, 4).to_global(where, flow.sbp.split(0))
+    with pytest.raises(TideflowError, match="memory limit of 16 bytes per rank; the leanest needs"):
+        graph(x, flow.zeros(8, 2).to_global(where, flow.sbp.split(0)))

@@ -63,8 +63,8 @@ def _fit(problem: Problem, chains: list, start: list, limit: float) -> list:
     if fitting is None:
         leanest = problem.memory(assign)
         raise TideflowError(
-            f"auto_parallel: no layout found fits the memory limit of {limit / 2**20:.1f} MiB "
-            f"per rank; the leanest needs {leanest / 2**20:.1f} MiB"
+            f"auto_parallel: no layout found fits the memory limit of {limit:,.0f} bytes per "
+            f"rank; the leanest needs {leanest:,.0f} bytes"
         )
     high = lam
     for _ in range(_BISECTIONS):
