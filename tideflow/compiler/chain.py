@@ -17,6 +17,7 @@ from itertools import repeat
 
 import numpy as np
 
+from ..distributed import faults
 from ..framework.registry import kernel_for
 from ..runtime import StepError
 from .ir import FORWARD, Node, Value
@@ -146,4 +147,4 @@ def _kernel_call(node: Node) -> Callable[..., tuple]:
             return ()
         return tuple(o if type(o) is np.ndarray else np.asarray(o) for o in out)
 
-    return call
+    return faults.wrap("graph", node.name, call) if node.op.communicates else call

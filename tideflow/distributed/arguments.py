@@ -11,6 +11,7 @@ import numpy as np
 from ..framework.dtype import from_numpy
 from ..framework.errors import DTypeError, ShapeError, TideflowError
 from ..framework.tensor import Tensor
+from . import faults
 from .backend import ReduceOp
 from .groups import ProcessGroup, group
 from .world import get_world
@@ -29,6 +30,8 @@ def member_group(pg, call: str) -> ProcessGroup | None:
             stacklevel=3,
         )
         return None
+    if faults.armed:
+        faults.reached("collective", call)
     return pg
 
 

@@ -81,14 +81,18 @@ def _thread_excepthook(args) -> None:
 class Watchdog:
     """Aborts the job when a blocking call runs longer than `timeout` seconds.
 
-    `with watchdog("allreduce", "ranks [0, 1]"):` marks a call; one daemon thread checks the
-    calls in flight (one per thread) a few times per timeout. Entering and leaving cost two
-    dict operations, so every collective can afford it."""
+    `with watchdog("allreduce", (0, 1)):` marks a call on the group of world ranks (0, 1);
+    one daemon thread checks the calls in flight (one per thread) a few times per timeout.
+    Entering and leaving cost two dict operations, so every collective can afford it. With
+    an `attendance` (see attendance.py) the thread also answers the other ranks' questions
+    about its calls, and asks them in turn before aborting, to name the ranks missing."""
 
-    def __init__(self, timeout: float, rank: int) -> None:
+    def __init__(self, timeout: float, rank: int, attendance=None) -> None:
         self.set_timeout(timeout)
         self.rank = rank
-        self._calls: dict[int, tuple[str, str, float]] = {}
+        self._attendance = attendance
+        self._calls: dict[int, tuple[str, tuple[int, ...], float]] = {}
+        self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="tideflow-watchdog", daemon=True)
         self._thread.start()
 
@@ -97,32 +101,69 @@ class Watchdog:
             raise ValueError(f"the communication timeout must be positive, got {timeout}")
         self.timeout = float(timeout)
 
-    def __call__(self, call: str, group: str) -> _Watched:
-        return _Watched(self._calls, call, group)
+    def __call__(self, call: str, ranks: tuple[int, ...]) -> _Watched:
+        return _Watched(self._calls, call, ranks)
+
+    def in_flight(self) -> list[tuple[str, tuple[int, ...]]]:
+        return [(call, ranks) for call, ranks, _ in list(self._calls.values())]
+
+    def stop(self) -> None:
+        """End the thread (before MPI finalizes: it must make no MPI call after)."""
+        self._stopped.set()
+        self._thread.join()
 
     def _watch(self) -> None:
-        while True:
-            time.sleep(min(max(self.timeout / 4, 0.01), 5.0))
+        # NOTE: short ticks even for long timeouts: a rank asking about a stuck call waits
+        # for this thread's answer
+        while not self._stopped.wait(min(max(self.timeout / 4, 0.01), _ANSWER_TICK)):
+            if self._attendance is not None:
+                self._attendance.answer(self.in_flight())
             now = time.monotonic()
-            for call, group, started in list(self._calls.values()):
+            for call, ranks, started in list(self._calls.values()):
                 if now - started > self.timeout:
-                    abort(
-                        f"tideflow: rank {self.rank}: {call} on {group} did not finish within "
-                        f"{self.timeout:g} s (a rank failed, or the ranks called different "
-                        "collectives); aborting the job"
-                    )
+                    abort(self._not_finished(call, ranks))
+
+    def _not_finished(self, call: str, ranks: tuple[int, ...]) -> str:
+        head = (
+            f"tideflow: rank {self.rank}: {call} on ranks {list(ranks)} did not finish within "
+            f"{self.timeout:g} s"
+        )
+        if self._attendance is None:
+            return f"{head} (a rank failed, or the ranks called different collectives); aborting"
+        others = [r for r in ranks if r != self.rank]
+        answers = self._attendance.ask(others, self.in_flight)
+        joined = [r for r in others if answers[r] is not None and (call, ranks) in answers[r]]
+        missing = [r for r in others if r not in joined]
+        if not missing:
+            return f"{head}: every rank of the group is in it; aborting the job"
+        lines = [f"{head}: ranks {missing} had not joined it; aborting the job"]
+        lines += [f"  rank {r}: {_doing(answers[r])}" for r in missing]
+        if joined:
+            lines.append(f"  ranks {joined}: waiting in it too")
+        return "\n".join(lines)
+
+
+_ANSWER_TICK = 0.25  # seconds; a rank asking waits up to attendance.ANSWER_WAIT
+
+
+def _doing(calls) -> str:
+    if calls is None:
+        return "did not answer (dead, or stuck outside Python)"
+    if not calls:
+        return "in no blocking call (computing, stalled, or somewhere else)"
+    return "in " + ", ".join(f"{call} on ranks {list(ranks)}" for call, ranks in calls)
 
 
 class _Watched:
-    __slots__ = ("call", "calls", "group")
+    __slots__ = ("call", "calls", "ranks")
 
-    def __init__(self, calls: dict, call: str, group: str) -> None:
+    def __init__(self, calls: dict, call: str, ranks: tuple[int, ...]) -> None:
         self.calls = calls
         self.call = call
-        self.group = group
+        self.ranks = ranks
 
     def __enter__(self) -> None:
-        self.calls[threading.get_ident()] = (self.call, self.group, time.monotonic())
+        self.calls[threading.get_ident()] = (self.call, self.ranks, time.monotonic())
 
     def __exit__(self, *exc) -> None:
         self.calls.pop(threading.get_ident(), None)

@@ -12,6 +12,7 @@ when asked to.
 
 from __future__ import annotations
 
+import atexit
 import zlib
 from itertools import accumulate
 
@@ -19,6 +20,7 @@ import ml_dtypes
 import numpy as np
 from mpi4py import MPI
 
+from .attendance import Attendance
 from .backend import Communicator, ReduceOp, Request
 from .failure import Watchdog
 
@@ -54,16 +56,18 @@ def connect() -> MpiCommunicator:
     return MpiCommunicator(comm, tuple(range(comm.Get_size())))
 
 
-def set_timeout(timeout: float | None, rank: int) -> None:
-    """Bound every blocking call of every MPI communicator by `timeout` seconds (None: no
-    bound); a call that takes longer ends the job (`failure.Watchdog`)."""
+def set_timeout(timeout: float, rank: int) -> None:
+    """Bound every blocking call of every MPI communicator by `timeout` seconds; a call that
+    takes longer ends the job (`failure.Watchdog`). The first call is collective: it makes
+    the watchdogs' own communicator."""
     global _watch
-    if timeout is None:
-        _watch = _unwatched
-    elif isinstance(_watch, Watchdog):
+    if isinstance(_watch, Watchdog):
         _watch.set_timeout(timeout)
-    else:
-        _watch = Watchdog(timeout, rank)
+        return
+    _watch = Watchdog(timeout, rank, Attendance(MPI.COMM_WORLD.Dup()))
+    # NOTE: Python's exit handlers run before mpi4py's MPI_Finalize (a C-level Py_AtExit):
+    # the watchdog thread makes MPI calls, and none may come after MPI_Finalize
+    atexit.register(_watch.stop)
 
 
 class MpiCommunicator(Communicator):
@@ -74,11 +78,10 @@ class MpiCommunicator(Communicator):
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
         self.ranks = ranks
-        self._name = f"ranks {list(ranks)}"
 
     # -- reductions -----------------------------------------------------------------------
     def allreduce(self, sendbuf, recvbuf, op) -> None:
-        with _watch("allreduce", self._name):
+        with _watch("allreduce", self.ranks):
             self._reduction(self._comm.Allreduce, sendbuf, recvbuf, op)
 
     def iallreduce(self, sendbuf, recvbuf, op) -> Request:
@@ -91,13 +94,14 @@ class MpiCommunicator(Communicator):
             self.allreduce(sendbuf, recvbuf, op)
             return _Finished(self.rank)
         send = MPI.IN_PLACE if recvbuf is sendbuf else sendbuf
-        return _MpiRequest(self._comm.Iallreduce(send, recvbuf, _OPS[op]), recvbuf, self.rank, self)
+        request = self._comm.Iallreduce(send, recvbuf, _OPS[op])
+        return _MpiRequest("iallreduce", request, recvbuf, self.rank, self)
 
     def reduce(self, sendbuf, recvbuf, op, root) -> None:
         def call(send, recv, mpi_op):
             self._comm.Reduce(send, recv, mpi_op, root)
 
-        with _watch("reduce", self._name):
+        with _watch("reduce", self.ranks):
             self._reduction(call, sendbuf, recvbuf if self.rank == root else None, op)
 
     def reduce_scatter(self, sendbuf, recvbuf, op, counts=None) -> None:
@@ -108,7 +112,7 @@ class MpiCommunicator(Communicator):
             def call(send, recv, mpi_op):
                 self._comm.Reduce_scatter(send, recv, list(counts), mpi_op)
 
-        with _watch("reduce_scatter", self._name):
+        with _watch("reduce_scatter", self.ranks):
             self._reduction(call, sendbuf, recvbuf, op)
 
     def _reduction(self, call, sendbuf, recvbuf, op: ReduceOp) -> None:
@@ -133,18 +137,18 @@ class MpiCommunicator(Communicator):
 
     # -- data movement (raw bytes) --------------------------------------------------------
     def allgather(self, sendbuf, recvbuf, counts=None) -> None:
-        with _watch("allgather", self._name):
+        with _watch("allgather", self.ranks):
             if counts is None and isinstance(recvbuf, np.ndarray):
                 self._comm.Allgather(_raw(sendbuf), _raw(recvbuf))
             else:
                 self._comm.Allgatherv(_raw(sendbuf), self._vector(recvbuf, counts))
 
     def bcast(self, buf, root) -> None:
-        with _watch("bcast", self._name):
+        with _watch("bcast", self.ranks):
             self._comm.Bcast(_raw(buf), root)
 
     def alltoall(self, sendbuf, recvbuf, sendcounts=None, recvcounts=None) -> None:
-        with _watch("alltoall", self._name):
+        with _watch("alltoall", self.ranks):
             if _even(sendbuf, sendcounts) and _even(recvbuf, recvcounts):
                 self._comm.Alltoall(_raw(sendbuf), _raw(recvbuf))
             else:
@@ -155,12 +159,12 @@ class MpiCommunicator(Communicator):
     # blocks are even, and every rank must make the same call.
     def scatter(self, sendbuf, recvbuf, root, counts=None) -> None:
         send = self._vector(sendbuf, counts) if self.rank == root else None
-        with _watch("scatter", self._name):
+        with _watch("scatter", self.ranks):
             self._comm.Scatterv(send, _raw(recvbuf), root)
 
     def gather(self, sendbuf, recvbuf, root, counts=None) -> None:
         recv = self._vector(recvbuf, counts) if self.rank == root else None
-        with _watch("gather", self._name):
+        with _watch("gather", self.ranks):
             self._comm.Gatherv(_raw(sendbuf), recv, root)
 
     def _vector(self, buf, counts) -> list:
@@ -182,24 +186,24 @@ class MpiCommunicator(Communicator):
 
     # -- point to point -------------------------------------------------------------------
     def send(self, buf, dest, tag=0) -> None:
-        with _watch("send", self._name):
+        with _watch("send", self.ranks):
             self._comm.Send(_raw(buf), dest, tag)
 
     def recv(self, buf, source=None, tag=0) -> int:
         status = MPI.Status()
-        with _watch("recv", self._name):
+        with _watch("recv", self.ranks):
             self._comm.Recv(_raw(buf), MPI.ANY_SOURCE if source is None else source, tag, status)
         return status.Get_source()
 
     def isend(self, buf, dest, tag=0) -> Request:
-        return _MpiRequest(self._comm.Isend(_raw(buf), dest, tag), buf, dest, self)
+        return _MpiRequest("isend", self._comm.Isend(_raw(buf), dest, tag), buf, dest, self)
 
     def irecv(self, buf, source=None, tag=0) -> Request:
         req = self._comm.Irecv(_raw(buf), MPI.ANY_SOURCE if source is None else source, tag)
-        return _MpiRequest(req, buf, None, self)
+        return _MpiRequest("irecv", req, buf, None, self)
 
     def barrier(self) -> None:
-        with _watch("barrier", self._name):
+        with _watch("barrier", self.ranks):
             self._comm.Barrier()
 
     # -- groups ---------------------------------------------------------------------------
@@ -209,17 +213,17 @@ class MpiCommunicator(Communicator):
         group.Free()
         # NOTE: the tag keeps concurrent creations of different groups apart.
         tag = zlib.crc32(np.asarray(ranks, np.int64).tobytes()) % 32768
-        with _watch("subgroup", f"ranks {[self.ranks[r] for r in ranks]}"):
+        with _watch("subgroup", tuple(self.ranks[r] for r in ranks)):
             comm = self._comm.Create_group(members, tag)
         members.Free()
         return MpiCommunicator(comm, tuple(self.ranks[r] for r in ranks))
 
     def dup(self) -> MpiCommunicator:
-        with _watch("dup", self._name):
+        with _watch("dup", self.ranks):
             return MpiCommunicator(self._comm.Dup(), self.ranks)
 
     def node_layout(self) -> tuple[int, int, int]:
-        with _watch("node_layout", self._name):
+        with _watch("node_layout", self.ranks):
             node = self._comm.Split_type(MPI.COMM_TYPE_SHARED)
             local_rank, local_size = node.Get_rank(), node.Get_size()
             node.Free()
@@ -235,9 +239,12 @@ class MpiCommunicator(Communicator):
 class _MpiRequest(Request):
     """A pending transfer; it holds its buffer, which must outlive the transfer."""
 
-    __slots__ = ("_buf", "_comm", "_peer", "_request")
+    __slots__ = ("_buf", "_call", "_comm", "_peer", "_request")
 
-    def __init__(self, request: MPI.Request, buf, peer: int | None, comm: MpiCommunicator):
+    def __init__(
+        self, call: str, request: MPI.Request, buf, peer: int | None, comm: MpiCommunicator
+    ) -> None:
+        self._call = call
         self._request = request
         self._buf = buf
         self._peer = peer
@@ -245,7 +252,7 @@ class _MpiRequest(Request):
 
     def wait(self) -> int:
         status = MPI.Status()
-        with _watch("wait", self._comm._name):
+        with _watch(f"{self._call} (waited for)", self._comm.ranks):
             self._request.Wait(status)
         return self._peer if self._peer is not None else status.Get_source()
 
@@ -263,11 +270,11 @@ class _Finished(Request):
 
 
 class _Unwatched:
-    """The watchdog stand-in when no timeout is set: a reusable no-op context."""
+    """The watchdog stand-in until the world is joined: a reusable no-op context."""
 
     __slots__ = ()
 
-    def __call__(self, call: str, group: str) -> _Unwatched:
+    def __call__(self, call: str, ranks: tuple[int, ...]) -> _Unwatched:
         return self
 
     def __enter__(self) -> None:

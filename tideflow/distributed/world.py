@@ -36,6 +36,8 @@ _LOCAL_VARS = (
     ("SLURM_LOCALID", None),
 )
 _TIMEOUT_VAR = "TIDEFLOW_COMM_TIMEOUT"  # seconds; a blocking call that takes longer aborts
+# NOTE: PyTorch's default for its CPU backends: a hung job ends, a slow one is left alone
+DEFAULT_TIMEOUT = 1800.0
 
 
 def launcher_rank_and_size(environ: Mapping[str, str] | None = None) -> tuple[int, int | None]:
@@ -99,22 +101,23 @@ def get_world() -> World:
 def init(backend: str | None = None, timeout: float | None = None) -> World:
     """Join the world now. `backend`: None joins MPI only if a launcher started this process;
     'mpi' joins it in any case (a plain process becomes an MPI world of one). `timeout`
-    (seconds, default $TIDEFLOW_COMM_TIMEOUT): a blocking call that takes longer ends the
-    job, instead of hanging on a failed or mismatched rank."""
+    (seconds; default $TIDEFLOW_COMM_TIMEOUT, else 30 minutes): a blocking call that takes
+    longer ends the job, instead of hanging on a failed or mismatched rank."""
     if backend not in (None, "mpi"):
         raise ValueError(f"unknown communication backend {backend!r}; expected None or 'mpi'")
     with _lock:
         world = _state["world"]
         use_mpi = backend == "mpi" or launched()
-        if world is None:
+        joining = world is None
+        if joining:
             world = _state["world"] = _join(use_mpi)
         elif use_mpi and world.comm.backend != "mpi":
             raise TideflowError(
                 "this process already joined a world of one without MPI; ask for the 'mpi' "
                 "backend before any other distributed call"
             )
-        if timeout is None and _TIMEOUT_VAR in os.environ:
-            timeout = float(os.environ[_TIMEOUT_VAR])
+        if timeout is None and joining:
+            timeout = float(os.environ.get(_TIMEOUT_VAR, DEFAULT_TIMEOUT))
         if timeout is not None and world.comm.backend == "mpi":
             from . import mpi_backend
 

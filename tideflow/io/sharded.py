@@ -58,6 +58,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..distributed import faults
 from ..distributed.groups import communicator
 from ..framework import dtype as dtypes
 from ..framework.errors import TideflowError
@@ -227,6 +228,8 @@ def _together(comm, context: str, step: Callable[[], object]) -> None:
 
 
 def _write_shards(stored: list[Tensor], names: list[str], tmp: str, rank: int, context: str):
+    if faults.armed:
+        faults.reached("checkpoint", "writing its shards")
     arrays, crcs = {}, {}
     for t, name in zip(stored, names, strict=True):
         for writer, region in _shards(t):

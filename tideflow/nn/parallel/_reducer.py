@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...distributed import faults
 from ...distributed.backend import Communicator, ReduceOp
 from ...framework.errors import TideflowError
 from ...framework.node import AccumulateGrad
@@ -228,6 +229,8 @@ class Reducer:
             self._finalize()
 
     def _launch(self, bucket: _Bucket) -> None:
+        if faults.armed:
+            faults.reached("ddp_bucket", f"all-reduce of bucket {self._next_bucket}")
         start = getattr(self.comm, "iallreduce", None)
         if start is not None:
             bucket.request = start(bucket.flat, bucket.flat, ReduceOp.SUM)
