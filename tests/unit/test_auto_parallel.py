@@ -155,3 +155,28 @@ def test_a_memory_limit_no_plan_meets_fails_the_compilation():
     x = flow.zeros(8, 4).to_global(where, flow.sbp.split(0))
     with pytest.raises(TideflowError, match="memory limit of 16 bytes per rank; the leanest needs"):
         graph(x, flow.zeros(8, 2).to_global(where, flow.sbp.split(0)))
+
+
+class Annotated(Train):
+    def build(self, x, y):
+        hidden = self.model[0](x).to_global(sbp=flow.sbp.broadcast)  # the user's layout
+        loss = ((self.model[1](hidden) - y) ** 2).mean()
+        loss.backward()
+        return loss
+
+
+def test_a_to_global_in_build_is_a_constraint_the_search_prices(capsys):
+    where = flow.placement("cpu", ranks=[0])
+    rng = np.random.default_rng(1)
+    x = flow.tensor(rng.standard_normal((8, 4)).astype(np.float32))
+    y = flow.tensor(rng.standard_normal((8, 2)).astype(np.float32))
+    losses = []
+    for auto in (False, True):
+        flow.manual_seed(0)
+        model = flow.nn.Sequential(flow.nn.Linear(4, 8), flow.nn.Linear(8, 2))
+        graph = Annotated(par.module_to_global(model, where, flow.sbp.broadcast), auto)
+        graph.debug(0)
+        xs, ys = (t.to_global(where, flow.sbp.split(0)) for t in (x, y))
+        losses.append([graph(xs, ys).numpy() for _ in range(2)])
+    np.testing.assert_array_equal(losses[1], losses[0])
+    assert "to_global S(0) -> B" in capsys.readouterr().out

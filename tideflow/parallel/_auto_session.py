@@ -39,9 +39,10 @@ def session(s) -> Iterator[None]:
 
 @dataclass
 class Call:
-    """One op call in the global mode, as recorded."""
+    """One op call in the global mode, as recorded; or (`choices` of one, `searched` False)
+    a `to_global` in build converting a value to the layout the user asked for."""
 
-    op: object  # the OpDef
+    name: str
     operands: tuple  # the global tensors among the arguments (None for the others)
     metas: tuple  # logical metadata of every argument (tensors) or the argument itself
     out_metas: tuple
@@ -50,6 +51,7 @@ class Call:
     greedy: int  # index of the choice the global mode would make
     module: str  # the module whose forward made the call ("" for build itself)
     outputs: tuple = ()  # the global tensors it returned
+    searched: bool = True
 
 
 class Recorder:
@@ -59,18 +61,38 @@ class Recorder:
 
     def __init__(self) -> None:
         self.calls: list[Call] = []
+        self.pins: list[tuple] = []  # (tensor, layout) a `to_global` found already laid out
         self.module_of: Callable[[], str] = lambda: ""
 
     def choose(self, op, args, metas, out_metas, where, choices, greedy):
         operands = tuple(a if isinstance(a, GlobalTensor) else None for a in args)
         index = next(i for i, c in enumerate(choices) if c is greedy)
+        module = self.module_of()
         self.calls.append(
-            Call(op, operands, tuple(metas), out_metas, where, choices, index, self.module_of())
+            Call(op.name, operands, tuple(metas), out_metas, where, choices, index, module)
         )
         return greedy
 
     def produced(self, outputs: tuple) -> None:
         self.calls[-1].outputs = outputs
+
+    def converted(self, x: GlobalTensor, out: GlobalTensor) -> None:
+        """`out = x.to_global(sbp=...)` on x's placement: the user's layout, a constraint."""
+        if out._nd_sbp == x._nd_sbp:  # already so laid out: its producer must keep it
+            self.pins.append((x, out._nd_sbp))
+            return
+        keep = _Fixed((x._nd_sbp,), (out._nd_sbp,))
+        meta = (tuple(x._logical), x.dtype)
+        self.calls.append(
+            Call("to_global", (x,), (meta,), (meta,), x._placement, [keep], 0,
+                 self.module_of(), (out,), searched=False)
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    ins: tuple
+    outs: tuple
 
 
 class Planned:
@@ -99,4 +121,7 @@ class Planned:
         return greedy
 
     def produced(self, outputs: tuple) -> None:
+        pass
+
+    def converted(self, x, out) -> None:
         pass

@@ -22,6 +22,7 @@ from ..framework.grad_mode import STATE, no_grad
 from ..framework.sbp import B, P, Split
 from ..framework.tensor import Tensor, make_tensor
 from . import _comm
+from ._auto_session import active as auto_session
 from ._layout import dual_nd, shard_shape
 from .boxing import BCAST, Broadcast, Move, box, empty_shard, move
 from .dispatch import install
@@ -210,13 +211,18 @@ def _global_to_global(x: GlobalTensor, placement, sbp, grad_sbp, copy: bool) -> 
     else:
         nd = nd_sbp(sbp, x.ndim, where.ndim, "to_global")
     if where == x._placement and nd == x._nd_sbp:
-        return x.clone() if copy else x
-    local = local_view(x)
-    if where == x._placement:
-        local = box(local, x._logical, where, x._nd_sbp, nd)
+        out = x.clone() if copy else x
     else:
-        local = move(local, Move(x._logical, x._data.dtype, x._placement, x._nd_sbp, where, nd))
-    return wrap(local, where, nd, x._logical)
+        local = local_view(x)
+        if where == x._placement:
+            local = box(local, x._logical, where, x._nd_sbp, nd)
+        else:
+            local = move(local, Move(x._logical, x._data.dtype, x._placement, x._nd_sbp, where, nd))
+        out = wrap(local, where, nd, x._logical)
+    session = auto_session()
+    if session is not None and where == x._placement:  # auto-parallel keeps the user's layout
+        session.converted(x, out)
+    return out
 
 
 # -- modules -----------------------------------------------------------------------------------

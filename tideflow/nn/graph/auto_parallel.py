@@ -37,10 +37,12 @@ def searched_layouts(graph, trace) -> tuple[Planned, Solution, str]:
     finally:
         set_rng_state(state)
     cluster = options.get("cluster") or _local(get_world().size)
-    problem = build_problem(recorder.calls, cluster)
+    problem = build_problem(recorder.calls, cluster, recorder.pins)
     solution = search(problem, options.get("memory_limit"))
     plan = [
-        (node.op, node.choices[c]) for node, c in zip(problem.nodes, solution.assign, strict=True)
+        (node.op, node.choices[c])
+        for node, c in zip(problem.nodes, solution.assign, strict=True)
+        if node.searched
     ]
     return Planned(plan), solution, describe(problem, solution)
 

@@ -52,6 +52,7 @@ class Node:
     greedy: int
     inputs: list  # (argument index, value index)
     outputs: list = field(default_factory=list)  # value indices
+    searched: bool = True  # False: a `to_global` of build, one fixed choice
     compute: list = field(default_factory=list)  # seconds per choice, forward + backward
     memory: list = field(default_factory=list)  # saved bytes per choice
 
@@ -166,8 +167,9 @@ def _shard_bytes(val: Value, nd: tuple) -> float:
 
 
 # -- building it from a recording ---------------------------------------------------------------
-def build_problem(calls: list, cluster: Cluster) -> Problem:
-    """The problem of the calls a `Recorder` wrote down."""
+def build_problem(calls: list, cluster: Cluster, pins: list = ()) -> Problem:
+    """The problem of the calls a `Recorder` wrote down; `pins`: (tensor, layout) pairs the
+    user's `to_global` fixed where the layout already was."""
     values: list[Value] = []
     known: dict[int, int] = {}  # id of a global tensor -> its value
     nodes: list[Node] = []
@@ -186,7 +188,8 @@ def build_problem(calls: list, cluster: Cluster) -> Problem:
                     )
                 )  # fmt: skip
             inputs.append((arg, known[id(t)]))
-        node = Node(call.op.name, call.module, hierarchy, call.choices, call.greedy, inputs)
+        node = Node(call.name, call.module, hierarchy, call.choices, call.greedy, inputs)
+        node.searched = call.searched
         for k, t in enumerate(call.outputs):
             known[id(t)] = len(values)
             node.outputs.append(len(values))
@@ -194,8 +197,13 @@ def build_problem(calls: list, cluster: Cluster) -> Problem:
                 Value(tuple(t._logical), t.dtype.itemsize, t.requires_grad, hierarchy, v, k)
             )
         nodes.append(node)
+    for t, layout in pins:
+        _pin(nodes, values[known[id(t)]], layout)
     for node in nodes:
-        node.compute = [_compute(node, c, values, cluster) for c in node.choices]
+        # NOTE: a `to_global`'s cost is the boxing on its input edge
+        node.compute = [
+            _compute(node, c, values, cluster) if node.searched else 0.0 for c in node.choices
+        ]
         node.memory = [
             sum(
                 _shard_bytes(values[o], c.outs[k])
@@ -205,6 +213,17 @@ def build_problem(calls: list, cluster: Cluster) -> Problem:
             for c in node.choices
         ]
     return Problem(nodes, values, cluster)
+
+
+def _pin(nodes: list, val: Value, layout: tuple) -> None:
+    """Keep only the producer's choices that give `val` the layout the user asked for."""
+    if val.producer is None:
+        return
+    node = nodes[val.producer]
+    keep = [c for c in node.choices if c.outs[val.output] == layout]
+    greedy = node.choices[node.greedy]
+    node.choices = keep
+    node.greedy = keep.index(greedy)  # the greedy choice gave the layout the pin found
 
 
 def _compute(node: Node, choice, values: list, cluster: Cluster) -> float:
