@@ -80,15 +80,15 @@ class CompiledGraph:
         # (op, id of the parameter's array, a global one's shard) of each update, in order
         self._updates: list[tuple] = []
         self._pending_attrs: tuple | None = None  # the first call's, captured while tracing
-        self._layouts = None  # auto-parallel's session while build is traced
+        layouts = None  # auto-parallel's session while build is traced
         self.layout_search = None  # auto-parallel's `parallel.auto.Solution`
         if graph.config.optimizations.get("auto_parallel"):
-            self._layouts, self.layout_search, report = searched_layouts(
+            layouts, self.layout_search, report = searched_layouts(
                 graph, lambda recorder: self._trace(graph, inputs, input_spec, recorder)
             )
             if log is not None:
                 print(f"[{graph.name}] {report}")
-        traced = self._trace(graph, inputs, input_spec, self._layouts)
+        traced = self._trace(graph, inputs, input_spec, layouts)
         if log is not None:
             log("traced", traced)
         stage = graph._graph_modules.pipeline_stage(get_world().rank)

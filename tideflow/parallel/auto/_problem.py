@@ -37,7 +37,7 @@ class Value:
     itemsize: int
     requires_grad: bool
     hierarchy: tuple
-    producer: int | None = None  # node index; None: a source (input, parameter, to_global)
+    producer: int | None = None  # node index; None: a source (input, parameter, moved tensor)
     output: int = 0
     layout: tuple | None = None  # a source's fixed layout
     parameter: bool = False
@@ -62,7 +62,7 @@ class Problem:
     nodes: list
     values: list
     cluster: Cluster
-    consumers: list = field(default_factory=list)  # per value: [(node, argument index)]
+    consumers: list = field(init=False)  # per value: [(node, argument index)]
 
     def __post_init__(self) -> None:
         self.consumers = [[] for _ in self.values]
