@@ -13,11 +13,16 @@ theirs, so the optimizer and checkpoints see them unchanged).
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+
 from ...distributed.world import get_world
 from ...framework.errors import TideflowError
 from ...framework.random import get_rng_state, set_rng_state
 from ...parallel._auto_session import Planned, Recorder
-from ...parallel.auto import Solution, build_problem, describe, search
+from ...parallel._comm import comm_for
+from ...parallel.auto import Problem, Solution, build_problem, describe, search
 from ...parallel.cost._calibrate import cache_path, local_cluster
 
 
@@ -38,13 +43,31 @@ def searched_layouts(graph, trace) -> tuple[Planned, Solution, str]:
         set_rng_state(state)
     cluster = options.get("cluster") or _local(get_world().size)
     problem = build_problem(recorder.calls, cluster, recorder.pins)
-    solution = search(problem, options.get("memory_limit"))
+    solution = _agreed(problem, search(problem, options.get("memory_limit")))
     plan = [
         (node.op, node.choices[c])
         for node, c in zip(problem.nodes, solution.assign, strict=True)
         if node.searched
     ]
     return Planned(plan), solution, describe(problem, solution)
+
+
+def _agreed(problem: Problem, solution: Solution) -> Solution:
+    """Rank 0's plan on every rank: ranks on machines whose measured profiles differ could
+    choose differently, and their collectives would then not match."""
+    if get_world().size == 1:
+        return solution
+    assign = np.array(solution.assign, dtype=np.int64)
+    comm_for(None).bcast(assign, 0)
+    chosen = [int(c) for c in assign]
+    if tuple(chosen) == solution.assign:
+        return solution
+    return dataclasses.replace(
+        solution,
+        assign=tuple(chosen),
+        time=problem.total(chosen),
+        memory=problem.memory(chosen),
+    )
 
 
 def _local(ranks: int):
