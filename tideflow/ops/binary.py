@@ -31,6 +31,7 @@ from ._rules import (
     elementwise_sbp,
     halves_in_float32,
     methods,
+    tensor_arg,
 )
 from .complex import holomorphic
 from .creation import on_placement_of, tensor, zeros_like
@@ -435,7 +436,11 @@ def _scaled(op: str, input, other, alpha):
             f"{op}: for integral input tensors, argument alpha must not be a floating point "
             f"number, got alpha={alpha}"
         )
-    return mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+    if isinstance(other, Tensor):
+        return mul(other, alpha)
+    if not isinstance(other, numbers.Number | np.ndarray):  # None, a str: not a scalar operand
+        tensor_arg(op, "other", 2, other)
+    return other * alpha
 
 
 def mul(input, other):
