@@ -3,8 +3,8 @@
 
 - GEMMs: NumPy float32 matmuls whose smallest dimension d runs 16..1024 (square, and thin
   ones as attention's); their rates r(d) are fitted to the devices' curve r = R d / (d + c)
-  by least squares on 1/r = 1/R + (c/R)(1/d), which is linear in 1/d. The profile's peak is
-  R with max_efficiency 1.
+  by non-negative least squares on 1/r = 1/R + (c/R)(1/d), which is linear in 1/d. The
+  profile's peak is R with max_efficiency 1.
 - Bandwidth: a NumPy add of 32 MB operands (two read, one written).
 - Op overhead: a tideflow add of one-element tensors, less NumPy's own.
 - Links: ping-pong of 8 bytes and 16 MB between two ranks of `mpiexec -n 2` through
@@ -58,10 +58,17 @@ def _best_time(fn, repeats: int = 5) -> float:
 
 
 def fit_gemm_curve(sizes, rates) -> tuple[float, float]:
-    """(R, c) of r = R d / (d + c), least squares on 1/r against 1/d."""
-    slope, intercept = np.polyfit(1 / np.asarray(sizes, float), 1 / np.asarray(rates, float), 1)
-    peak = 1 / intercept
-    return float(peak), float(max(slope * peak, 0.0))
+    """(R, c) of r = R d / (d + c): least squares on 1/r = 1/R + (c/R)(1/d) with both
+    coefficients kept non-negative (a busy machine's noise made the unconstrained fit's
+    1/R negative); with no slope the peak is the best rate seen."""
+    from scipy.optimize import nnls
+
+    inverse_sizes = 1 / np.asarray(sizes, float)
+    design = np.stack([np.ones_like(inverse_sizes), inverse_sizes], axis=1)
+    (inverse_peak, slope), _ = nnls(design, 1 / np.asarray(rates, float))
+    if inverse_peak <= 0:
+        return float(max(rates)), 0.0
+    return float(1 / inverse_peak), float(slope / inverse_peak)
 
 
 def measure_gemms() -> tuple[float, float]:
