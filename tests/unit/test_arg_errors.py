@@ -32,8 +32,6 @@ OPEN: dict[str, str] = {
     "logical_and": "returns given None as argument 1",
     "logical_or": "returns given None as argument 1",
     "logical_xor": "returns given None as argument 1",
-    "where": "DTypeError for None as argument 1",
-    "where.nonzero": "names the op it calls, nonzero()",
     "lerp": "DTypeError for None as argument 1",
     "einsum.complex": "reads .shape of None (argument 2) before checking it",
     "gather": "reads .ndim of None (argument 1) before checking it",

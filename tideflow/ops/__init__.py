@@ -14,9 +14,9 @@ from . import (
     random,
     reduction,
     shape,
+    special,
     spectral,
     strided,
-    special,
     unary,
 )
 from .nn import (

@@ -989,6 +989,7 @@ def where(condition, input=None, other=None):
 
     >>> flow.where(x > 0, x, 0.0)
     """
+    tensor_arg("where", "condition", 1, condition)
     if input is None and other is None:
         return _where_single(condition)
     if input is None or other is None:
