@@ -1303,7 +1303,7 @@ _index_add = defop(
 def index_add(input, dim, index, source, *, alpha=1):
     """A copy of `input` with `alpha * source[i]` added to the slice `index[i]` along `dim`
     (repeated indices add up). `source` is `input` with `dim` resized to `len(index)`."""
-    if not input.dtype.is_floating_point and isinstance(alpha, float):
+    if not (input.dtype.is_floating_point or input.dtype.is_complex) and isinstance(alpha, float):
         raise DTypeError(
             f"index_add: for integral input tensors, alpha must not be a floating point number "
             f"(input {input.dtype}, alpha={alpha})"
