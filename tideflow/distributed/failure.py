@@ -9,7 +9,8 @@ the launcher tear the job down (a rank that never initialized MPI cannot reach t
 and they cannot have finished MPI_Init without it).
 
 `Watchdog` bounds blocking communication: a call that runs longer than its timeout aborts
-the job with a message naming the call, instead of hanging on a dead or mismatched peer.
+the job with a message naming the call and the ranks that had not joined it, instead of
+hanging on a dead, stalled or mismatched peer.
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ class Watchdog:
             f"{self.timeout:g} s"
         )
         if self._attendance is None:
-            return f"{head} (a rank failed, or the ranks called different collectives); aborting"
+            return f"{head} (a rank failed, or the ranks called different ones); aborting the job"
         others = [r for r in ranks if r != self.rank]
         answers = self._attendance.ask(others, self.in_flight)
         joined = [r for r in others if answers[r] is not None and (call, ranks) in answers[r]]
