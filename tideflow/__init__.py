@@ -72,8 +72,8 @@ from .ops.nn.softmax import log_softmax, softmax
 from .ops.random import *
 from .ops.reduction import *
 from .ops.shape import *
-from .ops.spectral import *
 from .ops.special import *
+from .ops.spectral import *
 from .ops.strided import *
 from .ops.unary import *
 from .parallel import placement, sbp
