@@ -176,9 +176,7 @@ def test_in_place_on_saved_tensor_is_detected():
     h = x * 1
     y = h * h  # saves h
     h.add_(1)
-    with pytest.raises(
-        flow.TideflowError, match=r"modified by an inplace operation.*MulBackward0"
-    ):
+    with pytest.raises(flow.TideflowError, match=r"modified by an inplace operation.*MulBackward0"):
         y.sum().backward()
 
 
