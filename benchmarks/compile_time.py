@@ -13,34 +13,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import train_workloads as tw
+import training
 
 
 def _first_call_seconds() -> float:
-    import tideflow as flow
-
-    workload = tw._workloads()[2]
-    model = workload.model(flow)
-    optimizer = workload.optimizer(flow, model.parameters())
-    x, y = (flow.tensor(a) for a in workload.batch)
-
-    class TrainGraph(flow.nn.Graph):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-            self.add_optimizer(optimizer)
-
-        def build(self, x, y):
-            loss = workload.loss(flow, self.model, x, y)
-            loss.backward()
-            return loss
-
-    graph = TrainGraph()
-    start = time.perf_counter()
-    graph(x, y).numpy()
-    return time.perf_counter() - start
+    return training._graph(tw._workloads()[2], amp=False)[2]
 
 
 def _in_fresh_process(cache: str) -> float:
