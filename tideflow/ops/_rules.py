@@ -265,8 +265,39 @@ def reduce_sbp(partial: bool) -> Callable[..., list[Signature]]:
     return sbp
 
 
+# -- NumPy's keyword names ------------------------------------------------------------------
+_NUMPY_NAMES = {"axis": "dim", "keepdims": "keepdim"}
+
+
+def numpy_names(fn):
+    """`fn` also taking NumPy's keywords for its `dim` and `keepdim` (`axis`, `keepdims`), as
+    PyTorch's functions and Tensor methods do: `x.sum(axis=0, keepdims=True)`. Functions
+    without those parameters (and non-functions) come back as they are."""
+    if not inspect.isfunction(fn):
+        return fn
+    params = inspect.signature(fn).parameters
+    renames = {alias: name for alias, name in _NUMPY_NAMES.items() if name in params}
+    if not renames or any(alias in params for alias in renames):
+        return fn
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if kwargs:
+            for alias, name in renames.items():
+                if alias in kwargs:
+                    if name in kwargs:
+                        raise ArgumentError(
+                            f"{fn.__name__}(): got both '{name}' and its alias '{alias}'"
+                        )
+                    kwargs[name] = kwargs.pop(alias)
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
 # -- Tensor methods -------------------------------------------------------------------------
 def methods(**fns) -> None:
-    """Bind op functions as `Tensor` methods (the class itself stays op-agnostic)."""
+    """Bind op functions as `Tensor` methods (the class itself stays op-agnostic); those
+    taking `dim`/`keepdim` also take `axis`/`keepdims` (`numpy_names`)."""
     for name, fn in fns.items():
-        setattr(Tensor, name, fn)
+        setattr(Tensor, name, numpy_names(fn))
