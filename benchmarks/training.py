@@ -120,7 +120,6 @@ def _timed(steps: dict[str, Step]) -> dict[str, tuple[float, float]]:
     for name, samples in times.items():
         q1, median, q3 = statistics.quantiles(samples, n=4)
         result[name] = (median * 1e3, (q3 - q1) / median)
-    result["streamed"] = (result["streamed"][0] / STREAM, result["streamed"][1])
     return result
 
 
@@ -165,6 +164,8 @@ def _measure(torch, workload: tw.Workload) -> Row:
             row.notes.append(f"torch.compile took over {COMPILE_LIMIT_S:.0f} s: not timed")
             del steps["torch.compile"]
     row.ms = _timed(steps)
+    streamed_ms, spread = row.ms["streamed"]
+    row.ms["streamed"] = (streamed_ms / STREAM, spread)  # per step, as the other columns
     for name in ("eager", "graph"):  # tracemalloc does not see PyTorch's allocator
         row.peak_mib[name] = _peak_mib(steps[name])
     for name in ("eager", "graph", "torch"):
