@@ -83,14 +83,11 @@ def _accept_numpy_names() -> None:
     `keepdims`, as PyTorch's do (`numpy_names`); done here, before `tideflow` and its
     namespaces (`flow.fft`, `flow.linalg`, `nn.functional`) import them, so each function is
     written once with PyTorch's own parameter names."""
-    wrapped: dict = {}  # one wrapper per function: aliases (concat = cat) stay one object
     for family_name in __all__:
         family = globals()[family_name]
         for name, fn in list(vars(family).items()):
             if not name.startswith("_") and getattr(fn, "__module__", None) == family.__name__:
-                if fn not in wrapped:
-                    wrapped[fn] = numpy_names(fn)
-                setattr(family, name, wrapped[fn])
+                setattr(family, name, numpy_names(fn))
 
 
 _accept_numpy_names()

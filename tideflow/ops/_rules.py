@@ -267,14 +267,18 @@ def reduce_sbp(partial: bool) -> Callable[..., list[Signature]]:
 
 # -- NumPy's keyword names ------------------------------------------------------------------
 _NUMPY_NAMES = {"axis": "dim", "keepdims": "keepdim"}
+_with_numpy_names: dict = {}  # function -> its wrapper: one per function, aliases included
 
 
 def numpy_names(fn):
     """`fn` also taking NumPy's keywords for its `dim` and `keepdim` (`axis`, `keepdims`), as
     PyTorch's functions and Tensor methods do: `x.sum(axis=0, keepdims=True)`. Functions
-    without those parameters (and non-functions) come back as they are."""
+    without those parameters (and non-functions) come back as they are; a function wrapped
+    before gets the same wrapper (`flow.concat is flow.cat`, `flow.linalg` shares ops')."""
     if not inspect.isfunction(fn):
         return fn
+    if fn in _with_numpy_names:
+        return _with_numpy_names[fn]
     params = inspect.signature(fn).parameters
     renames = {alias: name for alias, name in _NUMPY_NAMES.items() if name in params}
     if not renames or any(alias in params for alias in renames):
@@ -292,6 +296,7 @@ def numpy_names(fn):
                     kwargs[name] = kwargs.pop(alias)
         return fn(*args, **kwargs)
 
+    _with_numpy_names[fn] = wrapper
     return wrapper
 
 
