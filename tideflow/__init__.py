@@ -16,6 +16,7 @@ from . import (
     linalg,
     models,
     nn,
+    one_embedding,
     ops,
     optim,
     parallel,

@@ -1,0 +1,141 @@
+"""What one embedding's lookup and update ops run: deduplicate the batch's keys, find their
+rows in the store (inserting new keys), and apply an optimizer rule to the rows of a
+gradient. Ids arrive as arrays; this layer never sees a Tensor.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..framework.errors import TideflowError
+from ._init import RowInitializer
+from ._rules import RowRule
+
+
+def unique_pairs(tables: np.ndarray, keys: np.ndarray):
+    """The distinct (table, key) pairs of two flat arrays, sorted by table then key:
+    `(u_tables, u_keys, inverse, order, starts)`, with `order` the stable sort of the input
+    and `starts` where each pair's run begins in it (for summing rows per pair)."""
+    order = np.lexsort((keys, tables))
+    st, sk = tables[order], keys[order]
+    first = np.ones(keys.size, bool)
+    first[1:] = (st[1:] != st[:-1]) | (sk[1:] != sk[:-1])
+    inverse = np.empty(keys.size, np.int64)
+    inverse[order] = np.cumsum(first) - 1
+    starts = np.flatnonzero(first)
+    return st[starts], sk[starts], inverse, order, starts
+
+
+class EmbeddingTable:
+    """The rows of one embedding on this rank: `store` (HostStore or DiskStore) filled by
+    `init`, and the rule its optimizer updates them with."""
+
+    def __init__(self, name: str, dim: int, dtype, num_tables: int, key_dtype, store, init,
+                 padding) -> None:  # fmt: skip
+        self.name = name
+        self.dim = dim
+        self.dtype = dtype  # the rows' tideflow dtype
+        self.num_tables = num_tables
+        self.key_dtype = np.dtype(key_dtype)
+        self.store = store
+        self.init: RowInitializer = init
+        self.padding_idx = padding
+        self.rule: RowRule | None = None
+        # (ids, table_ids, gradient) of each lookup since the last update: what the lookup's
+        # grad rule hands over, Tensors (lazy ones while a graph traces)
+        self.gradients: list[tuple] = []
+
+    # -- checks -----------------------------------------------------------------------------
+    def check_ids(self, ids: np.ndarray, tables: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Flat int64 keys and int32 tables, refusing ids outside the key type and table ids
+        outside the embedding's tables."""
+        ids, tables = ids.reshape(-1), np.broadcast_to(tables, ids.shape).reshape(-1)
+        if ids.size:
+            info = np.iinfo(self.key_dtype)
+            low, high = ids.min(), ids.max()
+            if low < info.min or high > info.max:
+                bad = low if low < info.min else high
+                raise TideflowError(
+                    f"one_embedding {self.name!r}: id {bad} is outside the key type "
+                    f"{self.key_dtype} ([{info.min}, {info.max}])"
+                )
+            low, high = tables.min(), tables.max()
+            if low < 0 or high >= self.num_tables:
+                bad = low if low < 0 else high
+                raise TideflowError(
+                    f"one_embedding {self.name!r}: table id {bad} is outside the embedding's "
+                    f"{self.num_tables} tables"
+                )
+        return ids.astype(np.int64, copy=False), tables.astype(np.int32, copy=False)
+
+    def attach(self, rule: RowRule, group: dict) -> None:
+        """Train with `rule`: rows widen to hold its state, the new columns of existing rows
+        (and of rows to come) filled with the state's initial values."""
+        fill = np.repeat(np.asarray(rule.state_fill(group), self.init.dtype), self.dim)
+        # NOTE: a store already wider (another optimizer's state) keeps its width
+        extra = np.zeros(max(self.store.width - self.dim - fill.size, 0), self.init.dtype)
+        fill = np.concatenate([fill, extra])
+        self.store.widen(self.dim + fill.size, fill)
+        self.init.state_fill = fill
+        self.rule = rule
+
+    # -- lookup -----------------------------------------------------------------------------
+    def lookup(self, ids: np.ndarray, tables: np.ndarray, insert: bool) -> np.ndarray:
+        """The embeddings of `ids` (shape ids.shape + (dim,)); new keys are stored when
+        `insert`, else only computed."""
+        keys, tabs = self.check_ids(ids, tables)
+        pad = None if self.padding_idx is None else keys == self.padding_idx
+        if pad is not None and pad.any():
+            keys, tabs = keys[~pad], tabs[~pad]
+        u_tables, u_keys, inverse, _, _ = unique_pairs(tabs, keys)
+        rows = self.fetch(u_tables, u_keys, insert)[inverse]
+        if pad is not None and pad.any():
+            full = np.zeros((pad.size, self.dim), rows.dtype)
+            full[~pad] = rows
+            rows = full
+        return rows.reshape((*ids.shape, self.dim))
+
+    def fetch(self, tables: np.ndarray, keys: np.ndarray, insert: bool) -> np.ndarray:
+        """Embeddings of distinct keys held on this rank."""
+        out = np.empty((keys.size, self.dim), self.init.dtype)
+        for part in _pieces(keys.size, self.store.piece_rows()):
+            t, k = tables[part], keys[part]
+            positions = self.store.locate(t, k, self.init if insert else None)
+            held = positions >= 0
+            rows = out[part]
+            rows[held] = self.store.read(positions[held])[:, : self.dim]
+            if not held.all():
+                rows[~held] = self.init.embeddings(t[~held], k[~held])
+            out[part] = rows
+        return out
+
+    # -- update -----------------------------------------------------------------------------
+    def update(self, ids: np.ndarray, tables: np.ndarray, grads: np.ndarray, hyper: dict):
+        """Apply the rule to the rows of `ids` with `grads` (ids.shape + (dim,)), the rows
+        of a repeated key summed first."""
+        keys, tabs = self.check_ids(ids, tables)
+        grads = grads.reshape(-1, self.dim)
+        if self.padding_idx is not None:
+            kept = keys != self.padding_idx
+            keys, tabs, grads = keys[kept], tabs[kept], grads[kept]
+        if not keys.size:
+            return
+        u_tables, u_keys, _, order, starts = unique_pairs(tabs, keys)
+        # NOTE: summed in batch order within each key, as nn.Embedding's backward sums
+        summed = np.add.reduceat(grads[order], starts, axis=0)
+        self.apply(u_tables, u_keys, summed, hyper)
+
+    def apply(self, tables: np.ndarray, keys: np.ndarray, grads: np.ndarray, hyper: dict):
+        """The rule's step on distinct keys held on this rank."""
+        for part in _pieces(keys.size, self.store.piece_rows()):
+            positions = self.store.locate(tables[part], keys[part], self.init)
+            rows = self.store.read(positions)
+            self.rule.apply(rows, grads[part].astype(rows.dtype, copy=False), self.dim, hyper)
+            self.store.write(positions, rows)
+
+
+def _pieces(n: int, size: int):
+    """Slices of [0, n) of at most `size` (a disk store's cache bounds one lookup)."""
+    if n <= size:
+        return [slice(0, n)]
+    return [slice(start, start + size) for start in range(0, n, size)]
