@@ -454,3 +454,20 @@ def test_graph_training_equals_eager():
 def test_doc_examples():
     for module in (_options, _embedding, _optimizer, _ftrl, _snapshot):
         run_doctests(module)
+
+
+def test_state_dict_holds_the_rows(tmp_path):
+    model = flow.nn.Sequential(_embedding_of(_host()))
+    opt = oe.Optimizer(flow.optim.Adagrad([model[0].shadow], lr=0.1), [model[0]])
+    _train(model[0], opt, [np.array([[1, 2], [3, 2]])])
+    state = model.state_dict()
+    assert state["0._extra_state"]["rows"].shape == (3, 2 * DIM)  # embedding + Adagrad's sum
+    flow.save(state, str(tmp_path / "model.pt"))
+    other = flow.nn.Sequential(_embedding_of(_host()))
+    oe.Optimizer(flow.optim.Adagrad([other[0].shadow], lr=0.1), [other[0]])
+    other.load_state_dict(flow.load(str(tmp_path / "model.pt")))
+    keys = flow.tensor([[1, 2], [3, 2], [9, 9]])
+    np.testing.assert_array_equal(other[0](keys).numpy(), model[0](keys).numpy())
+    narrow = flow.nn.Sequential(_embedding_of(_host(), dim=2))
+    with pytest.raises(flow.TideflowError, match="embedding_dim 4, the embedding's is 2"):
+        narrow.load_state_dict(state)

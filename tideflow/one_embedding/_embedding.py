@@ -32,7 +32,7 @@ from ..framework.sbp import B, Signature
 from ..framework.tensor import Tensor
 from ..nn.modules.module import Module
 from ..nn.parameter import Parameter
-from ..ops.creation import arange, zeros, zeros_like
+from ..ops.creation import arange, from_numpy, zeros, zeros_like
 from ._init import RowInitializer, check_initializer
 from ._sharded import ShardedTable, world_of
 from ._store import DiskStore, HostStore
@@ -195,6 +195,30 @@ class Embedding(Module):
         from ._snapshot import load_snapshot
 
         load_snapshot(self, snapshot_name)
+
+    # -- state dict -------------------------------------------------------------------------
+    def get_extra_state(self) -> dict:
+        """The rows in `state_dict()` (under `<prefix>_extra_state`): keys, table ids and
+        rows (embedding and optimizer state), views of the store's memory, not copies, as
+        parameters are in a state dict. Under MPI, this rank's share."""
+        tables, keys, rows = self._local.store.contents()
+        return {"keys": from_numpy(keys), "table_ids": from_numpy(tables),
+                "rows": from_numpy(rows), "embedding_dim": self.embedding_dim}  # fmt: skip
+
+    def set_extra_state(self, state) -> None:
+        """Replace every row with those of a `get_extra_state()` (a loaded state dict)."""
+        from ._snapshot import load_rows
+
+        fields = ("keys", "table_ids", "rows", "embedding_dim")
+        if not isinstance(state, dict) or any(f not in state for f in fields):
+            raise TideflowError(
+                f"one_embedding {self.name!r}: the state dict's rows must be a dict of "
+                f"{', '.join(fields)}, got {type(state).__name__}"
+            )
+        rows = state["rows"]
+        load_rows(self, f"one_embedding {self.name!r}: the state dict", rows.dtype.name,
+                  int(state["embedding_dim"]), rows.shape[1],
+                  [(state["table_ids"].numpy(), state["keys"].numpy(), rows.numpy())])  # fmt: skip
 
     def extra_repr(self) -> str:
         store = type(self._local.store).__name__

@@ -33,7 +33,7 @@ def mix(x: np.ndarray) -> np.ndarray:
 
 def key_hash(domain: int, seed: int, tables: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """A 64-bit hash of each (table, key) pair in `domain`, as uint64."""
-    start = mix(np.array([(seed << 8) | domain], np.uint64))
+    start = mix(np.array([((seed & (2**56 - 1)) << 8) | domain], np.uint64))
     t = mix(tables.astype(np.uint64) + start)
     return mix(keys.astype(np.int64).view(np.uint64) ^ t)
 

@@ -18,7 +18,7 @@ MAX_LOAD = 0.5  # linear probing stays short (about 1.5 probes per hit) up to ha
 
 class HashIndex:
     """`n_slots` (a power of two) slots in three arrays made by `alloc(name, shape, dtype)`
-    (zero-filled: host memory or memory-mapped files)."""
+    (new and zero-filled: host memory or memory-mapped files)."""
 
     def __init__(self, alloc, n_slots: int, prefix: str = "index") -> None:
         if n_slots & (n_slots - 1):
@@ -28,7 +28,7 @@ class HashIndex:
         self.keys = alloc(f"{prefix}.keys", (n_slots,), np.int64)
         self.tags = alloc(f"{prefix}.tags", (n_slots,), np.int32)
         self.rows = alloc(f"{prefix}.rows", (n_slots,), np.int64)
-        self.size = int(np.count_nonzero(self.tags))
+        self.size = 0  # keys held
 
     def _home(self, tables: np.ndarray, keys: np.ndarray) -> np.ndarray:
         return (key_hash(SLOT, 0, tables, keys) & self._mask).astype(np.int64)

@@ -53,7 +53,7 @@ class ShardedTable:
     def lookup(self, ids: np.ndarray, tables: np.ndarray, insert: bool) -> np.ndarray:
         keys, tabs = self._agree(lambda: self.local.check_ids(ids, tables))
         local = self.local
-        pad = None if local.padding_idx is None else keys == local.padding_idx
+        pad = local.padding(keys)
         if pad is not None:
             keys, tabs = keys[~pad], tabs[~pad]
         u_tables, u_keys, inverse, _, _ = unique_pairs(tabs, keys)
@@ -71,27 +71,11 @@ class ShardedTable:
         answered = self._exchange(rows, recv_counts, send_counts)
         mine = np.empty_like(answered)
         mine[by_owner] = answered
-        out = mine[inverse]
-        if pad is not None:
-            full = np.zeros((pad.size, self.dim), out.dtype)
-            full[~pad] = out
-            out = full
-        return out.reshape((*ids.shape, self.dim))
+        return local.unpad(mine[inverse], pad).reshape((*ids.shape, self.dim))
 
     # -- update -----------------------------------------------------------------------------
     def update(self, ids, tables, grads, hyper) -> None:
-        local = self.local
-        keys, tabs = local.check_ids(ids, tables)
-        grads = grads.reshape(-1, self.dim)
-        if local.padding_idx is not None:
-            kept = keys != local.padding_idx
-            keys, tabs, grads = keys[kept], tabs[kept], grads[kept]
-        u_tables, u_keys, _, order, starts = unique_pairs(tabs, keys)
-        summed = (
-            np.add.reduceat(grads[order], starts, axis=0)
-            if keys.size
-            else np.zeros((0, self.dim), grads.dtype)
-        )
+        u_tables, u_keys, summed = self.local.summed_gradients(ids, tables, grads)
         owners = owner_of(u_tables, u_keys, self.size)
         by_owner = np.argsort(owners, kind="stable")
         send_counts = np.bincount(owners, minlength=self.size)
@@ -106,7 +90,7 @@ class ShardedTable:
             got_keys[:, 0].astype(np.int32), got_keys[:, 1]
         )
         total = np.add.reduceat(got[g_order], g_starts, axis=0) / self.size
-        local.apply(g_tables, g_keys, total, hyper)
+        self.local.apply(g_tables, g_keys, total, hyper)
 
     # -- communication ------------------------------------------------------------------------
     def _counts(self, send_counts: np.ndarray) -> np.ndarray:

@@ -146,30 +146,36 @@ def save_snapshot(embedding, name: str) -> None:
 def load_snapshot(embedding, name: str) -> None:
     _check_name(embedding.name, name)
     path = _persistent_path(embedding)
-    table = embedding._local
     meta = _read_manifest(embedding.name, path, name)
     context = f"one_embedding {embedding.name!r}: snapshot {name!r}"
-    if meta["dtype"] != embedding.dtype.name:
-        raise TideflowError(f"{context} holds {meta['dtype']} rows, the embedding's dtype is "
-                            f"{embedding.dtype.name}")  # fmt: skip
+    world = int(meta.get("world", "1"))
+    ranks = getattr(embedding._table, "size", 1)
+    if world != ranks:
+        raise TideflowError(
+            f"{context} was saved by {world} ranks; load it with as many (this job has {ranks})"
+        )
     dim = meta.get("dim")
-    width = int(meta["width"])
-    if (dim is not None and int(dim) != table.dim) or width < table.dim:
+    load_rows(embedding, context, meta["dtype"], None if dim is None else int(dim),
+              int(meta["width"]), _chunks(path, meta, context))  # fmt: skip
+
+
+def load_rows(embedding, context: str, dtype: str, dim: int | None, width: int, chunks) -> None:
+    """Replace the embedding's rows with `chunks` of (tables, keys, rows), after checking
+    that they are rows of this embedding (`dim` None: only the width is known): a mismatch
+    changes nothing."""
+    table = embedding._local
+    if dtype != embedding.dtype.name:
+        raise TideflowError(f"{context} holds {dtype} rows, the embedding's dtype is "
+                            f"{embedding.dtype.name}")  # fmt: skip
+    if (dim is not None and dim != table.dim) or width < table.dim:
         raise TideflowError(
             f"{context} holds rows of embedding_dim {dim if dim is not None else width}, the "
             f"embedding's is {table.dim}"
         )
-    world = int(meta.get("world", "1"))
-    if world != getattr(embedding._table, "size", 1):
-        raise TideflowError(
-            f"{context} was saved by {world} ranks; load it with as many (this job has "
-            f"{getattr(embedding._table, 'size', 1)})"
-        )
     store = table.store
     store.clear()
-    fill = table.init.state_fill
-    for tables, keys, rows in _chunks(path, meta, context):
-        store.load(tables, keys, _fit(rows, store.width, table.dim, fill))
+    for tables, keys, rows in chunks:
+        store.load(tables, keys, _fit(rows, store.width, table.dim, table.init.state_fill))
 
 
 def _fit(rows: np.ndarray, width: int, dim: int, fill: np.ndarray) -> np.ndarray:

@@ -173,6 +173,20 @@ class HostStore:
                 yield tables, index.keys[used], np.array(self._rows[index.rows[used]])
             self._alloc.drop_resident()
 
+    def contents(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(tables, keys, rows) of every key in insertion order; `rows` is a view of the
+        store's own array (no copy: a disk store's is the mapped file)."""
+        self.flush()
+        n = self.index.size
+        tables, keys = np.empty(n, np.int32), np.empty(n, np.int64)
+        index = self.index
+        for start in range(0, index.n_slots, _CHUNK):
+            used = np.flatnonzero(index.tags[start : start + _CHUNK]) + start
+            rows = index.rows[used]
+            tables[rows], keys[rows] = index.tags[used] - 1, index.keys[used]
+        self._alloc.drop_resident()
+        return tables, keys, self._rows[:n]
+
     def clear(self) -> None:
         """Forget every key (the arrays start over at their initial size)."""
         self._release_index(self._index_name)

@@ -84,16 +84,27 @@ class EmbeddingTable:
         """The embeddings of `ids` (shape ids.shape + (dim,)); new keys are stored when
         `insert`, else only computed."""
         keys, tabs = self.check_ids(ids, tables)
-        pad = None if self.padding_idx is None else keys == self.padding_idx
-        if pad is not None and pad.any():
+        pad = self.padding(keys)
+        if pad is not None:
             keys, tabs = keys[~pad], tabs[~pad]
         u_tables, u_keys, inverse, _, _ = unique_pairs(tabs, keys)
         rows = self.fetch(u_tables, u_keys, insert)[inverse]
-        if pad is not None and pad.any():
-            full = np.zeros((pad.size, self.dim), rows.dtype)
-            full[~pad] = rows
-            rows = full
-        return rows.reshape((*ids.shape, self.dim))
+        return self.unpad(rows, pad).reshape((*ids.shape, self.dim))
+
+    def padding(self, keys: np.ndarray) -> np.ndarray | None:
+        """Where `keys` hold padding_idx (None if nowhere)."""
+        if self.padding_idx is None:
+            return None
+        pad = keys == self.padding_idx
+        return pad if pad.any() else None
+
+    def unpad(self, rows: np.ndarray, pad: np.ndarray | None) -> np.ndarray:
+        """`rows` of the keys that are not padding, with zero rows where `pad` is set."""
+        if pad is None:
+            return rows
+        full = np.zeros((pad.size, self.dim), rows.dtype)
+        full[~pad] = rows
+        return full
 
     def fetch(self, tables: np.ndarray, keys: np.ndarray, insert: bool) -> np.ndarray:
         """Embeddings of distinct keys held on this rank."""
@@ -102,28 +113,32 @@ class EmbeddingTable:
             t, k = tables[part], keys[part]
             positions = self.store.locate(t, k, self.init if insert else None)
             held = positions >= 0
-            rows = out[part]
+            rows = out[part]  # a view: filling it fills `out`
             rows[held] = self.store.read(positions[held])[:, : self.dim]
             if not held.all():
                 rows[~held] = self.init.embeddings(t[~held], k[~held])
-            out[part] = rows
         return out
 
     # -- update -----------------------------------------------------------------------------
     def update(self, ids: np.ndarray, tables: np.ndarray, grads: np.ndarray, hyper: dict):
         """Apply the rule to the rows of `ids` with `grads` (ids.shape + (dim,)), the rows
         of a repeated key summed first."""
+        u_tables, u_keys, summed = self.summed_gradients(ids, tables, grads)
+        if u_keys.size:
+            self.apply(u_tables, u_keys, summed, hyper)
+
+    def summed_gradients(self, ids, tables, grads):
+        """(tables, keys, gradient) of the distinct keys of `ids` but padding_idx, the
+        gradient rows of a key summed in batch order, as nn.Embedding's backward sums."""
         keys, tabs = self.check_ids(ids, tables)
         grads = grads.reshape(-1, self.dim)
-        if self.padding_idx is not None:
-            kept = keys != self.padding_idx
-            keys, tabs, grads = keys[kept], tabs[kept], grads[kept]
-        if not keys.size:
-            return
+        pad = self.padding(keys)
+        if pad is not None:
+            keys, tabs, grads = keys[~pad], tabs[~pad], grads[~pad]
         u_tables, u_keys, _, order, starts = unique_pairs(tabs, keys)
-        # NOTE: summed in batch order within each key, as nn.Embedding's backward sums
-        summed = np.add.reduceat(grads[order], starts, axis=0)
-        self.apply(u_tables, u_keys, summed, hyper)
+        if not keys.size:
+            return u_tables, u_keys, np.zeros((0, self.dim), grads.dtype)
+        return u_tables, u_keys, np.add.reduceat(grads[order], starts, axis=0)
 
     def apply(self, tables: np.ndarray, keys: np.ndarray, grads: np.ndarray, hyper: dict):
         """The rule's step on distinct keys held on this rank."""

@@ -17,6 +17,7 @@ from ...parallel.to_global import module_to_global
 from ..parameter import Buffer, Parameter
 
 _hook_ids = itertools.count()
+_EXTRA_STATE = "_extra_state"  # the state_dict key of a module's get_extra_state()
 
 
 class IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -352,20 +353,41 @@ class Module:
         for name, b in self._buffers.items():
             if b is not None and name not in self._non_persistent_buffers_set:
                 out[prefix + name] = b if keep_vars else b.detach()
+        if type(self).get_extra_state is not Module.get_extra_state:
+            out[prefix + _EXTRA_STATE] = self.get_extra_state()
         for name, m in self._modules.items():
             if m is not None:
                 m.state_dict(destination=out, prefix=prefix + name + ".", keep_vars=keep_vars)
         return out
 
+    def get_extra_state(self) -> Any:
+        """State beyond parameters and buffers (PyTorch's hook): a subclass that defines it
+        has its value in `state_dict()` under `<prefix>_extra_state`, given back to its
+        `set_extra_state` by `load_state_dict`."""
+        raise TideflowError(
+            f"{type(self).__name__}.get_extra_state: the module keeps no extra state"
+        )
+
+    def set_extra_state(self, state: Any) -> None:
+        """Restore what `get_extra_state` returned (see there)."""
+        raise TideflowError(
+            f"{type(self).__name__}.set_extra_state: the module keeps no extra state"
+        )
+
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """Copy values into the parameters and buffers by key. With `strict`, missing or
         unexpected keys raise; shape mismatches always raise, naming every offending key."""
         own = self.state_dict(keep_vars=True)
+        extras = {
+            f"{name}.{_EXTRA_STATE}" if name else _EXTRA_STATE: m
+            for name, m in self.named_modules()
+            if type(m).get_extra_state is not Module.get_extra_state
+        }
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         errors = []
         for key, target in own.items():
-            if key not in state_dict:
+            if key not in state_dict or key in extras:
                 continue
             value = state_dict[key]
             if not isinstance(value, Tensor):
@@ -391,7 +413,10 @@ class Module:
             )
         with no_grad():
             for key, target in own.items():
-                if key in state_dict:
+                if key in extras:
+                    if key in state_dict:
+                        extras[key].set_extra_state(state_dict[key])
+                elif key in state_dict:
                     if assign:
                         self._assign(key, state_dict[key])
                     else:
