@@ -471,3 +471,17 @@ def test_state_dict_holds_the_rows(tmp_path):
     narrow = flow.nn.Sequential(_embedding_of(_host(), dim=2))
     with pytest.raises(flow.TideflowError, match="embedding_dim 4, the embedding's is 2"):
         narrow.load_state_dict(state)
+
+
+def test_a_snapshot_of_another_world_size_loads(tmp_path):
+    """Two ranks' snapshot (written as two ranks would: each key in its owner's directory)
+    read back by one process: every key, whichever rank held it."""
+    keys = np.arange(40) * 1009
+    values = np.random.default_rng(6).standard_normal((keys.size, DIM)).astype(np.float32)
+    paths = [str(tmp_path / "0-2"), str(tmp_path / "1-2")]
+    with oe.make_persistent_table_writer(paths, "two", flow.int64, flow.float32, DIM) as w:
+        w.write(keys, values)
+    assert all(len(list((tmp_path / d / "snapshots").iterdir())) == 2 for d in ("0-2", "1-2"))
+    emb = _embedding_of(_host(path=str(tmp_path)), tables=1)
+    emb.load_snapshot("two")
+    np.testing.assert_array_equal(emb(flow.tensor(keys)).numpy(), values)

@@ -133,6 +133,9 @@ class Embedding(Module):
         init = RowInitializer(seed, columns, self.embedding_dim, dtype.np)
         world = world_of()
         self.persistent_path = _rank_path(name, store_options, world)
+        root = store_options["persistent_path"]
+        # the directory of every world's rank directories (snapshots of other world sizes)
+        self._persistent_root = None if isinstance(root, list | None) else os.fspath(root)
         store = _make_store(name, store_options, self.embedding_dim, dtype.np, world,
                             self.persistent_path)  # fmt: skip
         self._local = EmbeddingTable(name, self.embedding_dim, dtype, self.num_tables,

@@ -146,17 +146,55 @@ def save_snapshot(embedding, name: str) -> None:
 def load_snapshot(embedding, name: str) -> None:
     _check_name(embedding.name, name)
     path = _persistent_path(embedding)
-    meta = _read_manifest(embedding.name, path, name)
     context = f"one_embedding {embedding.name!r}: snapshot {name!r}"
-    world = int(meta.get("world", "1"))
-    ranks = getattr(embedding._table, "size", 1)
-    if world != ranks:
+    table = embedding._table
+    ranks, rank = getattr(table, "size", 1), getattr(table, "rank", 0)
+    if os.path.exists(_manifest_path(path, name)):
+        meta = _read_manifest(embedding.name, path, name)
+        chunks = _chunks(path, meta, context)
+    else:  # saved by another number of ranks: each of them holds some of this rank's keys
+        paths = _other_world(embedding, name, context)
+        metas = [_read_manifest(embedding.name, p, name) for p in paths]
+        meta = metas[0]
+        chunks = _owned(
+            (c for p, m in zip(paths, metas, strict=True) for c in _chunks(p, m, context)),
+            rank, ranks,
+        )  # fmt: skip
+    dim = None if meta.get("dim") is None else int(meta["dim"])
+    load_rows(embedding, context, meta["dtype"], dim, int(meta["width"]), chunks)
+
+
+def _other_world(embedding, name: str, context: str) -> list[str]:
+    """The rank directories of the one world size that saved snapshot `name` next to this
+    rank's directory."""
+    root = embedding._persistent_root
+    if root is None:
         raise TideflowError(
-            f"{context} was saved by {world} ranks; load it with as many (this job has {ranks})"
+            f"{context}: no snapshot {name!r} under {embedding.persistent_path!r} (reading "
+            "another world's needs persistent_path to be one directory, not a list per rank)"
         )
-    dim = meta.get("dim")
-    load_rows(embedding, context, meta["dtype"], None if dim is None else int(dim),
-              int(meta["width"]), _chunks(path, meta, context))  # fmt: skip
+    worlds = set()
+    for entry in os.listdir(root):
+        rank, _, world = entry.partition("-")
+        saved = os.path.exists(_manifest_path(os.path.join(root, entry), name))
+        if rank.isdigit() and world.isdigit() and saved:
+            worlds.add(int(world))
+    if len(worlds) != 1:
+        found = "none" if not worlds else f"worlds of {sorted(worlds)} ranks"
+        raise TideflowError(f"one_embedding {embedding.name!r}: no snapshot {name!r} under "
+                            f"{root!r} ({found})")  # fmt: skip
+    world = worlds.pop()
+    paths = [os.path.join(root, f"{r}-{world}") for r in range(world)]
+    missing = [p for p in paths if not os.path.exists(_manifest_path(p, name))]
+    if missing:
+        raise TideflowError(f"{context}: saved by {world} ranks, but {missing} lack it")
+    return paths
+
+
+def _owned(chunks, rank: int, ranks: int):
+    for tables, keys, rows in chunks:
+        mine = owner_of(tables, keys, ranks) == rank
+        yield tables[mine], keys[mine], rows[mine]
 
 
 def load_rows(embedding, context: str, dtype: str, dim: int | None, width: int, chunks) -> None:
