@@ -145,13 +145,17 @@ _TANH_CLAMP = F(10.0)  # tanh(x) rounds to 1 from 9.01 on
 _EXPM1_LO = F(-30.0)  # expm1(x) rounds to -1 from -17.4 on
 _MIN_NORMAL = F(np.finfo(np.float32).tiny)
 _TWO23 = F(2.0**23)
-_SQRT_HALF_BITS = 0x3F3504F3  # the bits of float32 sqrt(1/2)
+# integer constants are int32 too: exponent arithmetic then stays in 32-bit lanes (int64
+# would split each vector in two halves and back)
+_I1, _I23, _I64, _EXP_BIAS = np.int32(1), np.int32(23), np.int32(64), np.int32(127)
+_MANTISSA = np.int32(0x007FFFFF)
+_SQRT_HALF_BITS = np.int32(0x3F3504F3)  # the bits of float32 sqrt(1/2)
 _LOG1P_LO, _LOG1P_HI = F(math.sqrt(0.5) - 1), F(math.sqrt(2.0) - 1)
 
 
 def _pow2(k):
     """2.0**k as float32 for integer k in [-126, 127], built from its exponent bits."""
-    return np.int32((k + 127) << 23).view(np.float32)
+    return np.int32((k + _EXP_BIAS) << _I23).view(np.float32)
 
 
 def _exp_scaled(kf, r):
@@ -159,8 +163,8 @@ def _exp_scaled(kf, r):
     2^k is applied as two factors, so that k = 128 reaches inf and k < -126 rounds once,
     into the denormals, as a correctly rounded exp would."""
     p = _ONE + (r + r * r * (_E0 + r * (_E1 + r * (_E2 + r * (_E3 + r * _E4)))))
-    k = int(kf)
-    k1 = k >> 1
+    k = np.int32(kf)
+    k1 = k >> _I1
     return p * _pow2(k1) * _pow2(k - k1)
 
 
@@ -194,9 +198,9 @@ def _log_core(x):
     xs = x * _TWO23 if tiny else x
     # subtracting sqrt(1/2)'s bits makes the exponent field count binades from sqrt(1/2),
     # and adding them back to the remaining mantissa bits gives m in [sqrt(1/2), sqrt(2))
-    ix = int(np.float32(xs).view(np.int32)) - _SQRT_HALF_BITS
-    e = (ix >> 23) - (23 if tiny else 0)
-    m = np.int32((ix & 0x007FFFFF) + _SQRT_HALF_BITS).view(np.float32)
+    ix = np.float32(xs).view(np.int32) - _SQRT_HALF_BITS
+    e = (ix >> _I23) - (_I23 if tiny else np.int32(0))
+    m = np.int32((ix & _MANTISSA) + _SQRT_HALF_BITS).view(np.float32)
     p = _log1p_reduced(m - _ONE)  # m - 1 is exact (Sterbenz)
     ef = F(e)
     return ef * _LN2_HI + (ef * _LN2_LO + p)
@@ -291,12 +295,12 @@ def expm1_32(x):
     kf = np.rint(xc * _LOG2E)
     r = (xc - kf * _LN2_HI) - kf * _LN2_LO
     q = r + r * r * (_E0 + r * (_E1 + r * (_E2 + r * (_E3 + r * _E4))))
-    k = int(kf)
-    s = _pow2(k if k < 64 else 64)
+    k = np.int32(kf)
+    s = _pow2(k if k < _I64 else _I64)
     mid = s * q + (s - _ONE)
-    k1 = k >> 1
+    k1 = k >> _I1
     big = (q + _ONE) * _pow2(k1) * _pow2(k - k1)
-    y = mid if k < 64 else big
+    y = mid if k < _I64 else big
     # -0.0 keeps its sign (r + r*r*q would give +0.0), NaN passes through
     return y if x != _ZERO and x == x else x
 

@@ -258,8 +258,9 @@ def record(op: OpDef, args: tuple, attrs: dict, outs: tuple) -> None:
         node.trace = "".join(traceback.format_stack()[:-3])
     if op.save_spec:
         node.save(args, outs)
+    state = op.state_outputs
     for i, o in enumerate(outs):
-        if o._data.dtype in GRAD_NP:
+        if o._data.dtype in GRAD_NP and i not in state:
             o.requires_grad = True
             o.grad_fn = node
             o._out_nr = i

@@ -192,8 +192,9 @@ class OpNode(Node):
         if self.saved is None:
             self.__getattr__("_")  # raises the freed-graph error
         if len(grads) > 1:  # outputs nobody used get zero gradients (PyTorch materializes too)
+            state = self.op.state_outputs
             for i, (shape, np_dtype) in enumerate(self.out_meta):
-                if grads[i] is None and carries_grad(np_dtype):
+                if grads[i] is None and carries_grad(np_dtype) and i not in state:
                     grads[i] = make_tensor(np.zeros(shape, np_dtype))
         return self.op.grad(self, *grads)
 

@@ -19,6 +19,8 @@ An OpDef holds what the eager, lazy (graph) and global paths need to know about 
   operand; `ctx.<name>` reads a saved operand/output (`saves`) or an attribute.
 - `n_out`: the number of outputs; None when it depends on the attributes (split into k
   pieces): the kernel and meta then return tuples.
+- `state_outputs`: positions of outputs that are state for the backward, not results (as
+  PyTorch's attention kernels' logsumexp): they never require grad and receive no cotangent.
 - `view`: the output aliases operand 0 (shares memory and its version counter).
 - `elementwise`: the output has the broadcast shape of the tensor operands and each output
   element depends only on the operands' elements at the same (broadcast) position, so the
@@ -77,6 +79,7 @@ class OpDef:
         "saves",
         "sbp",
         "scalar",
+        "state_outputs",
         "view",
     )
 
@@ -94,6 +97,7 @@ class OpDef:
         promote: str | None = None,
         promote_args: tuple[int, ...] | None = None,
         n_out: int | None = 1,
+        state_outputs: tuple[int, ...] = (),
         view: bool = False,
         differentiable: bool | None = None,
         local_attrs: Callable[..., dict] | None = None,
@@ -117,6 +121,7 @@ class OpDef:
         self.promote = promote
         self.promote_args = promote_args
         self.n_out = n_out
+        self.state_outputs = state_outputs
         self.view = view
         self.elementwise = elementwise
         if scalar is not None and not elementwise:

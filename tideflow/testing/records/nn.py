@@ -12,10 +12,11 @@ from functools import partial
 import numpy as np
 
 import tideflow as flow
+from tideflow.ops.nn.attention import attention_backward
 from tideflow.ops.nn.normalization import layer_norm_backward
 from tideflow.ops.nn.softmax import log_softmax_backward, softmax_backward
 
-from ..opinfo import ALL_FLOATS, OpInfo, Sample, make_array
+from ..opinfo import ALL_FLOATS, FLOATS, OpInfo, Sample, make_array
 
 
 def _fn(name: str) -> str:
@@ -764,7 +765,49 @@ def _attention_samples(rng, dtype):
         Sample((a(2, 3, 2), a(2, 4, 2), a(2, 4, 3)), {"is_causal": True, "scale": 0.3}),
         Sample((a(1, 2, 3, 2), a(1, 1, 4, 2), a(1, 1, 4, 2)), {"enable_gqa": True}),
         Sample((a(3, 2), a(4, 2), a(4, 3))),
+        # the fused op's tiles of query rows meet; more rows than keys; batch dims broadcast
+        Sample((a(2, 37, 3), a(2, 35, 3), a(2, 35, 2)), {"is_causal": True}),
+        Sample((a(2, 40, 3), a(2, 6, 3), a(2, 6, 2)), {"is_causal": True}),
+        Sample((a(2, 3, 2), a(1, 4, 2), a(1, 4, 3))),
     ]
+
+
+def _attention_backward_samples(rng, dtype):
+    """(grad_out, q, k, v, probs) with probs the softmax of the (masked) scores of q and k,
+    as the forward op leaves them; longer than a tile of rows, so tiles meet."""
+    from tideflow.ops.nn.attention import TILE
+
+    def sample(n_rows, n_keys, is_causal, scale, batch=(2,)):
+        q, k = (
+            make_array(rng, (*batch, n_rows, 3), dtype),
+            make_array(rng, (*batch, n_keys, 3), dtype),
+        )
+        v, g = (
+            make_array(rng, (*batch, n_keys, 2), dtype),
+            make_array(rng, (*batch, n_rows, 2), dtype),
+        )
+        scores = (q.astype(np.float64) * scale) @ np.swapaxes(k, -1, -2).astype(np.float64)
+        if is_causal:
+            scores[..., np.triu(np.ones((n_rows, n_keys), bool), 1)] = -np.inf
+        probs = np.exp(scores - scores.max(-1, keepdims=True))
+        probs /= probs.sum(-1, keepdims=True)
+        return Sample((g, q, k, v, probs.astype(dtype)), {"scale": scale, "is_causal": is_causal})
+
+    return [
+        sample(3, 4, False, 0.5),
+        sample(3, 4, True, 0.3),
+        sample(TILE + 5, TILE + 3, True, 0.4, batch=(1, 2)),
+        sample(TILE + 3, 5, True, 0.4),
+        sample(4, 3, True, 0.6, batch=()),
+    ]
+
+
+def _torch_attention_backward(torch, g, q, k, v, probs, *, scale, is_causal):
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=is_causal, scale=scale
+    )
+    return torch.autograd.grad(out, (q, k, v), g)
 
 
 def _attention_dropout_samples(rng, dtype):
@@ -836,6 +879,14 @@ RECORDS = [
     *_norm_records(),
     *_dropout_records(),
     OpInfo(_fn("scaled_dot_product_attention"), _attention_samples, dtypes=ALL_FLOATS),
+    OpInfo(
+        "attention_backward",
+        _attention_backward_samples,
+        op=attention_backward,
+        torch=_torch_attention_backward,
+        dtypes=FLOATS,
+        grad=False,  # second derivatives of attention take the composite backward
+    ),
     OpInfo(
         _fn("scaled_dot_product_attention"),
         _attention_dropout_samples,
