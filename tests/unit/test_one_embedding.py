@@ -485,3 +485,35 @@ def test_a_snapshot_of_another_world_size_loads(tmp_path):
     emb = _embedding_of(_host(path=str(tmp_path)), tables=1)
     emb.load_snapshot("two")
     np.testing.assert_array_equal(emb(flow.tensor(keys)).numpy(), values)
+
+
+def test_graph_gradient_accumulation_is_one_update():
+    """Micro-batches of a graph hand over one gradient each; the step updates once."""
+    rows = np.random.default_rng(7).integers(0, 30, (16, 2))
+
+    def build():
+        emb = _embedding_of(_host())
+        return emb, oe.Optimizer(flow.optim.Adam([emb.shadow], lr=0.05), [emb])
+
+    emb, opt = build()
+    for part in np.split(rows, 4):
+        (emb(flow.tensor(part)).square().sum() / 4).backward()
+    opt.step()
+
+    g_emb, g_opt = build()
+
+    class Accumulating(flow.nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.emb = g_emb
+            self.add_optimizer(g_opt)
+            self.config.set_gradient_accumulation_steps(4)
+
+        def build(self, ids):
+            loss = self.emb(ids).square().sum() / 4
+            loss.backward()
+            return loss
+
+    Accumulating()(flow.tensor(rows))
+    every = flow.tensor(np.arange(30).reshape(-1, 2))
+    np.testing.assert_array_equal(g_emb(every).numpy(), emb(every).numpy())

@@ -170,7 +170,7 @@ class HostStore:
             used = np.flatnonzero(index.tags[start : start + _CHUNK]) + start
             if used.size:
                 tables = (index.tags[used] - 1).astype(np.int32)
-                yield tables, index.keys[used], np.array(self._rows[index.rows[used]])
+                yield tables, index.keys[used], self._rows[index.rows[used]]
             self._alloc.drop_resident()
 
     def contents(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -228,7 +228,7 @@ class DiskStore(HostStore):
         self._make_cache()
 
     def _make_cache(self) -> None:
-        per_line = self.width * self.dtype.itemsize + 8 + 8 + 1  # + slot, stamp, dirty
+        per_line = self.width * self.dtype.itemsize + 8 + 8 + 8 + 1  # + slot, stamp, free, dirty
         n = max(self._budget // per_line, 1)
         self._lines = np.zeros((n, self.width), self.dtype)
         self._line_slot = np.full(n, -1, np.int64)  # the index slot a line caches
