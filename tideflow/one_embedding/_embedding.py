@@ -73,13 +73,16 @@ LOOKUP = OpDef(
 def _update_kernel(shadow, *gradients, table, rule_hyper):
     if len(gradients) == 3:
         ids, tables, grads = gradients
-    else:  # several lookups (micro-batches) in one step: one update of their union
-        ids = np.concatenate([g.reshape(-1) for g in gradients[0::3]])
+    else:  # several lookups (micro-batches) in one step, or none: one update of their union
+        ids = np.concatenate([np.zeros(0, np.int64)] + [g.reshape(-1) for g in gradients[0::3]])
         tables = np.concatenate(
-            [np.broadcast_to(t, i.shape).reshape(-1) for i, t in
-             zip(gradients[0::3], gradients[1::3], strict=True)]
+            [np.zeros(0, np.int32)] + [np.broadcast_to(t, i.shape).reshape(-1) for i, t in
+                                       zip(gradients[0::3], gradients[1::3], strict=True)]
         )  # fmt: skip
-        grads = np.concatenate([g.reshape(-1, table.dim) for g in gradients[2::3]])
+        grads = np.concatenate(
+            [np.zeros((0, table.dim), table.dtype.np)]
+            + [g.reshape(-1, table.dim) for g in gradients[2::3]]
+        )
     table.update(ids, tables, grads, rule_hyper)
     return ()
 

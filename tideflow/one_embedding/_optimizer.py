@@ -20,6 +20,7 @@ from ..framework.grad_mode import enable_grad, no_grad
 from ..optim.optimizer import Optimizer as DenseOptimizer
 from ._embedding import UPDATE, Embedding
 from ._rules import rule_for
+from ._sharded import ShardedTable
 
 
 class Optimizer(DenseOptimizer):
@@ -96,7 +97,9 @@ class Optimizer(DenseOptimizer):
         for i, e in enumerate(self.embeddings):
             gradients = _take_gradients(e)
             e.shadow.grad = None  # the rows' update is the shadow's: no dense step for it
-            if not gradients:
+            # NOTE: a sharded embedding updates on every rank, with gradients or not: each
+            # rank's update serves the keys it owns (collectives)
+            if not gradients and not isinstance(e._table, ShardedTable):
                 continue
             self._steps[i] += 1
             hyper = self._rule.hyper(self._group_of(e), self._steps[i])
