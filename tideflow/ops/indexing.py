@@ -55,6 +55,7 @@ from ._rules import (
     Signature,
     broadcast_only,
     broadcast_shapes,
+    checked,
     defop,
     dispatch,
     elementwise_sbp,
@@ -909,7 +910,8 @@ def _gather_op(x, index, dim: int):
     return dispatch(_gather, (x, index), {"dim": dim})
 
 
-def gather(input, dim, index, *, sparse_grad=False):
+@checked
+def gather(input: Tensor, dim, index: Tensor, *, sparse_grad=False):
     """Values of `input` along `dim` at `index`: `out[i][j] = input[index[i][j]][j]` for
     dim=0. `index` (int64 or int32) has `input`'s number of dims and is no larger off `dim`;
     the output has its shape. `sparse_grad` is accepted for PyTorch compatibility (gradients
@@ -1117,7 +1119,8 @@ _scatter_reduce = defop(
 )
 
 
-def scatter(input, dim, index, src=None, value=None, *, reduce=None):
+@checked
+def scatter(input: Tensor, dim, index: Tensor, src=None, value=None, *, reduce=None):
     """A copy of `input` with values written along `dim` at `index`:
     `out[index[i][j]][j] = src[i][j]` for dim=0. `src` is a tensor (only its index-shaped
     leading corner is read) or a number (`value`). `reduce='add'` / `'multiply'` combine
@@ -1139,13 +1142,15 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
     return dispatch(_scatter_reduce, (input, index, src), args)
 
 
-def scatter_add(input, dim, index, src):
+@checked
+def scatter_add(input: Tensor, dim, index: Tensor, src: Tensor):
     """A copy of `input` with `src` added along `dim` at `index` (repeated indices add up):
     `out[index[i][j]][j] += src[i][j]` for dim=0."""
     return _scatter_add_op(input, index, src, normalize_dim("scatter_add", dim, input.ndim))
 
 
-def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
+@checked
+def scatter_reduce(input: Tensor, dim, index: Tensor, src: Tensor, reduce, *, include_self=True):
     """A copy of `input` where each position hit by `index` along `dim` becomes the
     reduction ('sum', 'prod', 'mean', 'amax', 'amin') of the `src` values sent there, together
     with the input's own value when `include_self`. Integer 'mean' rounds down. Gradients are
@@ -1215,7 +1220,8 @@ def _index_select_op(x, index, dim: int):
     return dispatch(_index_select, (x, index), {"dim": dim})
 
 
-def index_select(input, dim, index):
+@checked
+def index_select(input: Tensor, dim, index: Tensor):
     """The slices of `input` at the positions `index` (a vector of int64/int32) along `dim`,
     in that order; a copy."""
     return _index_select_op(input, index, normalize_dim("index_select", dim, input.ndim))
@@ -1300,7 +1306,8 @@ _index_add = defop(
 )
 
 
-def index_add(input, dim, index, source, *, alpha=1):
+@checked
+def index_add(input: Tensor, dim, index: Tensor, source: Tensor, *, alpha=1):
     """A copy of `input` with `alpha * source[i]` added to the slice `index[i]` along `dim`
     (repeated indices add up). `source` is `input` with `dim` resized to `len(index)`."""
     if not (input.dtype.is_floating_point or input.dtype.is_complex) and isinstance(alpha, float):
@@ -1336,7 +1343,8 @@ _index_copy = defop(
 )
 
 
-def index_copy(input, dim, index, source):
+@checked
+def index_copy(input: Tensor, dim, index: Tensor, source: Tensor):
     """A copy of `input` whose slices `index[i]` (int64) along `dim` are replaced by
     `source[i]`; with repeated indices, which copy wins is unspecified."""
     dim = normalize_dim("index_copy", dim, input.ndim)
@@ -1381,7 +1389,8 @@ _index_fill = defop(
 )
 
 
-def index_fill(input, dim, index, value):
+@checked
+def index_fill(input: Tensor, dim, index: Tensor, value):
     """A copy of `input` whose slices `index` (int64) along `dim` are filled with `value` (a
     number or a 0-d tensor, differentiable)."""
     _check_scalar_value("index_fill", value)
@@ -1457,7 +1466,8 @@ _masked_select = defop(
 )
 
 
-def masked_select(input, mask):
+@checked
+def masked_select(input: Tensor, mask: Tensor):
     """The elements of `input` where the bool `mask` is True (both broadcast), as a 1-d copy
     in row-major order."""
     return dispatch(_masked_select, (input, mask), _NO_ATTRS)
@@ -1562,7 +1572,8 @@ def take(input, index):
     return dispatch(_take, (input, index), _NO_ATTRS)
 
 
-def take_along_dim(input, indices, dim=None):
+@checked
+def take_along_dim(input: Tensor, indices: Tensor, dim=None):
     """`gather` along `dim` with `input` and `indices` broadcast against each other off `dim`;
     with `dim=None`, both are flattened first."""
     _check_index_dtype("take_along_dim", indices, _LONG_DTYPES)
@@ -1619,18 +1630,19 @@ _nonzero = defop(
 )
 
 
-def nonzero(input, *, as_tuple=False):
+@checked
+def nonzero(input: Tensor, *, as_tuple=False):
     """The indices of the nonzero elements of `input`: an int64 tensor of shape (n, ndim) in
     row-major order, or with `as_tuple=True` one 1-d tensor per dim (a 0-d input counts as
     1-d)."""
     if not as_tuple:
         return dispatch(_nonzero, (input,), _NO_ATTRS)
-    tensor_arg("nonzero", "input", 1, input)
     found = dispatch(_nonzero, (input.reshape(1) if input.ndim == 0 else input,), _NO_ATTRS)
     return tuple(dispatch(_getitem, (found,), {"key": (_FULL, d)}) for d in range(found.shape[1]))
 
 
-def argwhere(input):
+@checked
+def argwhere(input: Tensor):
     """The indices of the nonzero elements of `input`, shape (n, ndim) (= `nonzero`)."""
     return dispatch(_nonzero, (input,), _NO_ATTRS)
 
@@ -1689,7 +1701,8 @@ _sort = defop(
 )
 
 
-def sort(input, dim=-1, descending=False, *, stable=False):
+@checked
+def sort(input: Tensor, dim=-1, descending=False, *, stable=False):
     """`(values, indices)` of `input` sorted along `dim` (ascending unless `descending`). The
     sort is always stable (ties keep their input order), which `stable=True` asks for; NaN
     sorts as the largest value."""
@@ -1698,7 +1711,8 @@ def sort(input, dim=-1, descending=False, *, stable=False):
     return _SortResult(*dispatch(_sort, (input,), args))
 
 
-def argsort(input, dim=-1, descending=False, *, stable=False):
+@checked
+def argsort(input: Tensor, dim=-1, descending=False, *, stable=False):
     """The indices that sort `input` along `dim` (`sort(...).indices`)."""
     return sort(input, dim, descending, stable=stable).indices
 
@@ -1744,7 +1758,8 @@ _topk = defop(
 )
 
 
-def topk(input, k, dim=-1, largest=True, sorted=True):
+@checked
+def topk(input: Tensor, k, dim=-1, largest=True, sorted=True):
     """`(values, indices)` of the `k` largest (or smallest) elements along `dim`. They are
     always returned sorted (largest first, or smallest first), which `sorted=True` asks for;
     NaN counts as the largest value."""
@@ -1753,7 +1768,8 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     return _TopkResult(*dispatch(_topk, (input,), args))
 
 
-def kthvalue(input, k, dim=-1, keepdim=False):
+@checked
+def kthvalue(input: Tensor, k, dim=-1, keepdim=False):
     """`(values, indices)` of the `k`-th smallest element (1-based) along `dim`."""
     dim = normalize_dim("kthvalue", dim, input.ndim)
     size = _dim_size(tuple(input.shape), dim)
