@@ -16,7 +16,12 @@ binade of float32; `_vecmath_fit.py` derives the coefficients.
 They are plain Python functions: from Python they accept NumPy float32 scalars (slowly; for
 tests, and as NumPy does they may warn on overflow). numba does not know plain functions,
 so a generated kernel calls `register()` (idempotent; imports numba) before its first
-compilation, which registers each function as numba-jitable and inlined into its caller.
+compilation, which registers each function as numba-jitable with LLVM's always-inline
+attribute (numba's `forceinline`): LLVM inlines them before it vectorizes the caller's loop.
+(numba's own `inline="always"` would inline at the level of numba's IR and type every
+nested call again at every call site: compiles took seconds per kernel.) A call inside a
+loop of constant trip count, which LLVM unrolls before it inlines, is not vectorized: keep
+calls in plain loops over the data.
 Kernels must not ask for the `nnan`, `ninf` or `reassoc` fastmath flags (`fastmath=True`
 has them): those let LLVM drop the NaN/inf selects. `jit()`'s default (`contract`) is what
 the tests run under. numba's disk cache keys on the kernel's own file only: after editing
@@ -375,5 +380,5 @@ def register() -> None:
         *(_erf_small, _exp_neg_square),
     )
     for fn in (*helpers, *FUNCTIONS, *BFLOAT16):
-        register_jitable(inline="always")(fn)
+        register_jitable(forceinline=True)(fn)
     _registered = True

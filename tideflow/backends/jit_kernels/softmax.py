@@ -60,7 +60,9 @@ _LANES = 16  # one AVX-512 register of float32
 
 # NOTE: without `reassoc` (vecmath's NaN/inf selects need it off), LLVM vectorizes no float
 # reduction; so each row's max and sum run in _LANES independent lanes (a loop over lanes
-# that vectorizes) combined at the end. Deterministic: the same order every call.
+# that vectorizes) combined at the end. Deterministic: the same order every call. The
+# exponentials run in a plain loop of their own (see vecmath: a call in the lanes loop, which
+# LLVM unrolls, would stay scalar).
 @jit.jit(error_model="numpy")
 def _softmax_rows32(x, y, c, kind):
     rows, n = x.shape
@@ -83,19 +85,17 @@ def _softmax_rows32(x, y, c, kind):
             m = xr[j] if xr[j] > m else m
         if kind == _SAFE and m == ninf:
             m = zero  # a fully masked row: every exp is 0, the output too
+        for j in range(n):
+            yr[j] = vecmath.exp32(xr[j] - m)
         lanes[:] = zero
         for j in range(0, body, _LANES):
             for k in range(_LANES):
-                e = vecmath.exp32(xr[j + k] - m)
-                yr[j + k] = e
-                lanes[k] += e
+                lanes[k] += yr[j + k]
         total = zero
         for k in range(_LANES):
             total += lanes[k]
         for j in range(body, n):
-            e = vecmath.exp32(xr[j] - m)
-            yr[j] = e
-            total += e
+            total += yr[j]
         if kind == _LOG:
             lse = vecmath.log32(total)
             for j in range(n):
