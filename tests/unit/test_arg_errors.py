@@ -21,12 +21,6 @@ WRONG = {"None": None, "str": "a", "list_of_str": ["a"], "dict": {}}
 # or take None for a tensor: record id -> what happens. Fixing one means deleting its entry
 # (the test is strict: an entry that passes fails).
 OPEN: dict[str, str] = {
-    "cross": "names the op it calls, linalg_cross()",
-    "inverse": "names the op it calls, linalg_inv()",
-    "det": "names the op it calls, linalg_det()",
-    "slogdet": "names the op it calls, linalg_slogdet()",
-    "logdet": "names the op it calls, linalg_slogdet()",
-    "linalg.norm": "names the op it calls, vector_norm()",
     "div.trunc": "names the op it calls, trunc_divide()",
     "div.floor": "names the op it calls, floor_divide()",
     "logical_and": "returns given None as argument 1",
@@ -41,14 +35,6 @@ OPEN: dict[str, str] = {
     "nn.functional.poisson_nll_loss": "names the op it calls, mul()",
     "nn.functional.cosine_embedding_loss": "names the op it calls, mul()",
     "nn.functional.embedding.grad_scaling": "names the op it calls, embedding_grad_scale()",
-    "nn.functional.conv1d": "reads .ndim of None (argument 1) before checking it",
-    "nn.functional.conv2d": "reads .ndim of None (argument 1) before checking it",
-    "nn.functional.conv3d": "reads .ndim of None (argument 1) before checking it",
-    "nn.functional.conv_transpose1d": "reads .ndim of None (argument 1) before checking it",
-    "nn.functional.conv_transpose2d": "reads .ndim of None (argument 1) before checking it",
-    "nn.functional.conv_transpose3d": "reads .ndim of None (argument 1) before checking it",
-    "nn.functional.conv2d.int": "reads .ndim of None (argument 1) before checking it",
-    "nn.functional.conv_transpose2d.int": "reads .ndim of None (argument 1) before checking it",
     "broadcast_tensors": "reads .shape of None (argument 1) before checking it",
     "meshgrid": "reads .ndim of None (argument 1) before checking it",
     "repeat_interleave.tensor_repeats": "TypeError for a str as argument 2",

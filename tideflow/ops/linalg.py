@@ -905,14 +905,14 @@ _cross = defop(
 
 
 @checked
-def linalg_cross(input: Tensor, other, *, dim=-1):
+def linalg_cross(input: Tensor, other: Tensor, *, dim=-1):
     """The cross product of 3-vectors along `dim`; the other dims broadcast (the inputs need
     the same number of dims, as in PyTorch)."""
     return dispatch(_cross, (input, other), {"dim": normalize_dim("linalg.cross", dim, input.ndim)})
 
 
 @checked
-def cross(input: Tensor, other, dim=None):
+def cross(input: Tensor, other: Tensor, dim=None):
     """`torch.cross`: `linalg.cross` along `dim`. Without `dim` (deprecated, and warned about as
     in PyTorch) the first dim of size 3 is used, not the last."""
     if dim is None:
@@ -998,12 +998,14 @@ _inv = defop(
 
 
 def inv(A):
-    """The inverse of a square matrix (or of each in a batch); raises if one is singular.
-    `tideflow.inverse` and `Tensor.inverse` are the same function."""
+    """The inverse of a square matrix (or of each in a batch); raises if one is singular."""
     return dispatch(_inv, (A,), {})
 
 
-inverse = inv
+@checked
+def inverse(input: Tensor):
+    """`linalg.inv` under its torch.inverse name (also `Tensor.inverse`)."""
+    return inv(input)
 
 
 def _det_grad(ctx, gy):
@@ -1023,7 +1025,8 @@ _det = defop(
 )
 
 
-def det(A):
+@checked
+def det(A: Tensor):
     """The determinant of a square matrix (or of each in a batch). Its gradient inverts A, so
     it is not available at singular matrices."""
     return dispatch(_det, (A,), {})
@@ -1051,13 +1054,15 @@ _slogdet = defop(
 )
 
 
-def slogdet(A):
+@checked
+def slogdet(A: Tensor):
     """`(sign, logabsdet)` with `det(A) = sign * exp(logabsdet)`, stable where `det` would
     overflow or underflow; a singular matrix gives sign 0 and logabsdet -inf."""
     return SlogdetResult(*dispatch(_slogdet, (A,), {}))
 
 
-def logdet(A):
+@checked
+def logdet(A: Tensor):
     """log(det(A)): NaN where the determinant is negative, -inf where it is 0 (see `slogdet`)."""
     sign, logabsdet = slogdet(A)
     return where(sign < 0, math.nan, logabsdet)
@@ -1381,7 +1386,7 @@ methods(
     trace=trace,
     cross=cross,
     det=det,
-    inverse=inv,
+    inverse=inverse,
     slogdet=slogdet,
     logdet=logdet,
     inner=inner,

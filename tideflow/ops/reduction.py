@@ -997,7 +997,8 @@ def _singular_values(A):
     return eigvalsh(gram).clamp_min(0).sqrt()
 
 
-def linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
+@checked
+def linalg_norm(A: Tensor, ord=None, dim=None, keepdim=False, *, dtype=None):
     """torch.linalg.norm: a vector norm over one dim (or all elements when `ord` and `dim`
     are None), a matrix norm over two dims (or a 2-D input when only `ord` is given).
 

@@ -22,7 +22,8 @@ from numpy.lib.stride_tricks import as_strided
 
 from ...backends import bf16_gemm
 from ...framework.errors import ArgumentError, DTypeError, ShapeError
-from .._rules import B, Meta, P, S, Signature, defop, dispatch, int_arg
+from ...framework.tensor import Tensor
+from .._rules import B, Meta, P, S, Signature, checked, defop, dispatch, int_arg
 from .padding import pad_or_crop
 from .sampling import compute_array
 
@@ -482,21 +483,48 @@ def _conv_nd(nd, input, weight, bias, stride, padding, dilation, groups):
     return _run_conv(_conv, input, weight, bias, nd, attrs)
 
 
-def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+@checked
+def conv1d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    dilation=1,
+    groups=1,
+):
     """1-d convolution (cross-correlation) of a (N, C_in, L) or (C_in, L) input with a
     (C_out, C_in / groups, k) weight, plus an optional (C_out,) bias. `padding` is an int, a
     1-tuple, 'valid' (none) or 'same' (output length = input length; stride 1 only)."""
     return _conv_nd(1, input, weight, bias, stride, padding, dilation, groups)
 
 
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+@checked
+def conv2d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    dilation=1,
+    groups=1,
+):
     """2-d convolution (cross-correlation) of a (N, C_in, H, W) or (C_in, H, W) input with a
     (C_out, C_in / groups, kH, kW) weight, plus an optional (C_out,) bias. `padding` is an int,
     a pair, 'valid' or 'same'. `F.conv2d(x, w, b, stride=2, padding=1)`"""
     return _conv_nd(2, input, weight, bias, stride, padding, dilation, groups)
 
 
-def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+@checked
+def conv3d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    dilation=1,
+    groups=1,
+):
     """3-d convolution (cross-correlation) of a (N, C_in, D, H, W) or (C_in, D, H, W) input with
     a (C_out, C_in / groups, kD, kH, kW) weight, plus an optional (C_out,) bias."""
     return _conv_nd(3, input, weight, bias, stride, padding, dilation, groups)
@@ -524,8 +552,16 @@ def _conv_transpose_nd(nd, input, weight, bias, stride, padding, output_padding,
     return _run_conv(_conv_transpose, input, weight, bias, nd, attrs)
 
 
+@checked
 def conv_transpose1d(
-    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    output_padding=0,
+    groups=1,
+    dilation=1,
 ):
     """1-d transposed convolution (the gradient of conv1d w.r.t. its input) of a (N, C_in, L)
     or (C_in, L) input with a (C_in, C_out / groups, k) weight. Output length
@@ -535,8 +571,16 @@ def conv_transpose1d(
     )
 
 
+@checked
 def conv_transpose2d(
-    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    output_padding=0,
+    groups=1,
+    dilation=1,
 ):
     """2-d transposed convolution ("deconvolution", the gradient of conv2d w.r.t. its input)
     of a (N, C_in, H, W) or (C_in, H, W) input with a (C_in, C_out / groups, kH, kW) weight.
@@ -546,8 +590,16 @@ def conv_transpose2d(
     )
 
 
+@checked
 def conv_transpose3d(
-    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    output_padding=0,
+    groups=1,
+    dilation=1,
 ):
     """3-d transposed convolution of a (N, C_in, D, H, W) or (C_in, D, H, W) input with a
     (C_in, C_out / groups, kD, kH, kW) weight."""
