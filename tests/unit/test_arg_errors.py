@@ -17,29 +17,6 @@ from tideflow.testing.op_db import OP_DB
 
 WRONG = {"None": None, "str": "a", "list_of_str": ["a"], "dict": {}}
 
-# NOTE: public functions that still read an attribute of a tensor argument before checking it,
-# or take None for a tensor: record id -> what happens. Fixing one means deleting its entry
-# (the test is strict: an entry that passes fails).
-OPEN: dict[str, str] = {
-    "div.trunc": "names the op it calls, trunc_divide()",
-    "div.floor": "names the op it calls, floor_divide()",
-    "logical_and": "returns given None as argument 1",
-    "logical_or": "returns given None as argument 1",
-    "logical_xor": "returns given None as argument 1",
-    "lerp": "DTypeError for None as argument 1",
-    "einsum.complex": "reads .shape of None (argument 2) before checking it",
-    "bucketize": "names the op it calls, searchsorted()",
-    "einsum": "reads .shape of None (argument 2) before checking it",
-    "einsum.reordered": "reads .shape of None (argument 2) before checking it",
-    "einsum.sublist": "reads .shape of None (argument 1) before checking it",
-    "nn.functional.poisson_nll_loss": "names the op it calls, mul()",
-    "nn.functional.cosine_embedding_loss": "names the op it calls, mul()",
-    "nn.functional.embedding.grad_scaling": "names the op it calls, embedding_grad_scale()",
-    "broadcast_tensors": "reads .shape of None (argument 1) before checking it",
-    "meshgrid": "reads .ndim of None (argument 1) before checking it",
-    "repeat_interleave.tensor_repeats": "TypeError for a str as argument 2",
-}
-
 _RECORDS = [info for info in OP_DB if info.op is None]  # the op's own public function
 
 
@@ -67,13 +44,7 @@ def _wrong_calls(info):
             yield i, label, (*args[:i], value, *args[i + 1 :]), sample.kwargs
 
 
-def _params():
-    for info in _RECORDS:
-        marks = [pytest.mark.xfail(reason=OPEN[info.id], strict=True)] if info.id in OPEN else []
-        yield pytest.param(info, id=info.id, marks=marks)
-
-
-@pytest.mark.parametrize("info", list(_params()))
+@pytest.mark.parametrize("info", [pytest.param(info, id=info.id) for info in _RECORDS])
 def test_wrong_kind_for_a_tensor_names_op_and_argument(info):
     fn = flow_fn(info)
     # NOTE: PyTorch names linalg.inv "linalg_inv"; an alias may name the function it is
@@ -134,3 +105,26 @@ def test_broadcast_error_says_pytorch_sentence(a, b):
     ) as got:
         flow.ones(a) * flow.ones(b)
     assert str(got.value).endswith(str(expected.value))
+
+
+def test_operands_that_may_be_numbers():
+    x = flow.ones(3)
+    assert flow.logical_and(x, 2).shape == (3,)
+    assert flow.div(7, x, rounding_mode="floor").shape == (3,)
+    assert flow.bucketize(2.0, flow.tensor([1.0, 3.0])).item() == 1
+    with pytest.raises(
+        flow.ArgumentError,
+        match=r"^div\(\): argument 'other' \(position 2\) must be Tensor or Number, not NoneType$",
+    ):
+        flow.div(x, None, rounding_mode="trunc")
+
+
+def test_sequence_of_tensors_names_the_element():
+    x = flow.ones(3)
+    assert len(flow.meshgrid([x, x])) == 2  # one list in place of the tensors
+    with pytest.raises(
+        flow.ArgumentError,
+        match=r"^meshgrid\(\): expected Tensor as element 1 in argument 0 \('tensors'\), but got "
+        r"NoneType$",
+    ):
+        flow.meshgrid([x, None])

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import functools
 import inspect
+import numbers
 import operator
 from collections.abc import Callable
+
+import numpy as np
 
 from ..framework import dtype as dtypes
 from ..framework.dispatch import dispatch
@@ -106,25 +109,66 @@ def tensor_arg(op: str, name: str, position: int | None, value) -> Tensor:
     return value
 
 
+def operand_arg(op: str, name: str, position: int | None, value):
+    """`value` if it is a Tensor or a number (Python's or NumPy's, or a 0-d array, as the
+    dispatcher takes it), else a TypeError like `tensor_arg`'s (None, a string, a list: an
+    op computing with a number would read None as False or a string as characters)."""
+    if isinstance(value, Tensor | numbers.Number | np.bool_) or (
+        isinstance(value, np.ndarray) and value.ndim == 0
+    ):
+        return value
+    where = f" (position {position})" if position is not None else ""
+    raise ArgumentError(
+        f"{op}(): argument '{name}'{where} must be Tensor or Number, not {type(value).__name__}"
+    )
+
+
+def tensors_arg(op: str, name: str, position: int, values):
+    """`values` (a sequence argument at 0-based `position`, as PyTorch counts it in this
+    message) if each element is a Tensor, else PyTorch's TypeError naming the op, the element
+    and the type it got."""
+    for i, value in enumerate(values):
+        if not isinstance(value, Tensor):
+            raise ArgumentError(
+                f"{op}(): expected Tensor as element {i} in argument {position} ('{name}'), "
+                f"but got {type(value).__name__}"
+            )
+    return values
+
+
 _TENSOR = ("Tensor", Tensor)
-_OPTIONAL_TENSOR = ("Tensor | None", Tensor | None)
+# annotation -> (check, whether None is allowed)
+_CHECKS = {
+    "Tensor": (tensor_arg, False),
+    Tensor: (tensor_arg, False),
+    "Tensor | None": (tensor_arg, True),
+    Tensor | None: (tensor_arg, True),
+    "Tensor | Number": (operand_arg, False),
+    Tensor | numbers.Number: (operand_arg, False),
+}
 
 
 def checked(fn: Callable) -> Callable:
     """`fn` (an op's public function) checking, before it runs, the arguments its signature
-    annotates as `Tensor` (or `Tensor | None`): any other value (None where not allowed, a
-    number, a string, a list) raises `tensor_arg`'s TypeError naming the op (`fn`'s name) and
-    the argument, before any attribute of it is read."""
-    checks = []  # (0-based position or None when keyword-only, name, None allowed)
+    annotates as `Tensor` (or `Tensor | None`; or `Tensor | Number` for an operand that may be
+    a number): any other value (None where not allowed, a string, a list) raises
+    `tensor_arg`'s TypeError naming the op (`fn`'s name) and the argument, before any
+    attribute of it is read. `*tensors: Tensor` checks each element (of a single list or
+    tuple given in their place too: `meshgrid([x, y])`)."""
+    checks = []  # (0-based position or None when keyword-only, name, check, None allowed)
+    rest = None  # (0-based position, name) of `*name: Tensor`
     for i, p in enumerate(inspect.signature(fn).parameters.values()):
-        if p.annotation in _TENSOR or p.annotation in _OPTIONAL_TENSOR:
+        if p.kind is p.VAR_POSITIONAL:
+            if p.annotation in _TENSOR:
+                rest = (i, p.name)
+        elif p.annotation in _CHECKS:
             positional = p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-            checks.append((i if positional else None, p.name, p.annotation in _OPTIONAL_TENSOR))
+            checks.append((i if positional else None, p.name, *_CHECKS[p.annotation]))
     op = fn.__name__
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        for position, name, optional in checks:
+        for position, name, check, optional in checks:
             if position is not None and position < len(args):
                 value = args[position]
             elif name in kwargs:
@@ -132,7 +176,12 @@ def checked(fn: Callable) -> Callable:
             else:
                 continue
             if not (optional and value is None):
-                tensor_arg(op, name, None if position is None else position + 1, value)
+                check(op, name, None if position is None else position + 1, value)
+        if rest is not None:
+            values = args[rest[0] :]
+            if len(values) == 1 and isinstance(values[0], list | tuple):
+                values = values[0]
+            tensors_arg(op, rest[1], rest[0], values)
         return fn(*args, **kwargs)
 
     return wrapper

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable
+from numbers import Number
 from typing import NamedTuple
 
 import numpy as np
@@ -26,11 +27,13 @@ from ._rules import (
     P,
     Signature,
     broadcast_shapes,
+    checked,
     defop,
     dispatch,
     elementwise_sbp,
     halves_in_float32,
     methods,
+    operand_arg,
     tensor_arg,
 )
 from .complex import holomorphic
@@ -466,6 +469,9 @@ def div(input, other, *, rounding_mode=None):
             "div: expected rounding_mode to be one of None, 'trunc' or 'floor', "
             f"but got {rounding_mode!r}"
         )
+    # NOTE: the rounded quotients are ops of their own: check here, so errors name div
+    operand_arg("div", "input", 1, input)
+    operand_arg("div", "other", 2, other)
     return dispatch(op, (input, other), _NO_ATTRS)
 
 
@@ -901,17 +907,20 @@ _right_shift = _binary(
 )
 
 
-def logical_and(input, other):
+@checked
+def logical_and(input: Tensor | Number, other: Tensor | Number):
     """Elementwise `input and other` of the operands' truth values (nonzero is True)."""
     return dispatch(_logical_and, (input, other), _NO_ATTRS)
 
 
-def logical_or(input, other):
+@checked
+def logical_or(input: Tensor | Number, other: Tensor | Number):
     """Elementwise `input or other` of the operands' truth values (nonzero is True)."""
     return dispatch(_logical_or, (input, other), _NO_ATTRS)
 
 
-def logical_xor(input, other):
+@checked
+def logical_xor(input: Tensor | Number, other: Tensor | Number):
     """Elementwise exclusive or of the operands' truth values (nonzero is True)."""
     return dispatch(_logical_xor, (input, other), _NO_ATTRS)
 
@@ -1070,7 +1079,8 @@ _lerp = defop(
 )
 
 
-def lerp(input, end, weight):
+@checked
+def lerp(input: Tensor, end: Tensor, weight: Tensor | Number):
     """Linear interpolation `input + weight * (end - input)`; `weight` is a scalar or a tensor,
     and all three broadcast. input and end must share a floating point dtype."""
     return dispatch(_lerp, (input, end, weight), _NO_ATTRS)

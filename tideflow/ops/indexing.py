@@ -25,6 +25,7 @@ import builtins
 import operator
 import warnings
 from collections import namedtuple
+from numbers import Number
 
 import numpy as np
 
@@ -1390,7 +1391,7 @@ _index_fill = defop(
 
 
 @checked
-def index_fill(input: Tensor, dim, index: Tensor, value):
+def index_fill(input: Tensor, dim, index: Tensor, value: Tensor | Number):
     """A copy of `input` whose slices `index` (int64) along `dim` are filled with `value` (a
     number or a 0-d tensor, differentiable)."""
     _check_scalar_value("index_fill", value)
@@ -1988,7 +1989,8 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     return dispatch(_searchsorted, (sorted_sequence, input, sorter), args)
 
 
-def bucketize(input, boundaries, *, out_int32=False, right=False):
+@checked
+def bucketize(input: Tensor | Number, boundaries: Tensor, *, out_int32=False, right=False):
     """The bucket of each value of `input` given the sorted 1-d `boundaries`:
     `boundaries[i-1] < x <= boundaries[i]`, or `boundaries[i-1] <= x < boundaries[i]` with
     `right=True` (`searchsorted(boundaries, input, right=right)`)."""

@@ -38,6 +38,7 @@ from ._rules import (
     methods,
     normalize_dim,
     tensor_arg,
+    tensors_arg,
 )
 from .binary import where
 from .complex import conj, holomorphic
@@ -652,6 +653,7 @@ def einsum(equation, *operands):
         operands = tuple(operands[0])
     if not operands:
         raise TideflowError("einsum: at least one operand is required")
+    tensors_arg("einsum", "operands", 1, operands)
     shapes = [tuple(t.shape) for t in operands]
     ins, out = _einsum_subscripts(equation, shapes)
     _label_sizes(ins, shapes)  # the user's shapes in the error, before any pairwise step

@@ -28,6 +28,7 @@ from ._rules import (
     checked,
     defop,
     dispatch,
+    int_arg,
     methods,
     normalize_dim,
     tensor_arg,
@@ -480,13 +481,15 @@ def broadcast_shapes(*shapes):
     return Size(_broadcast("broadcast_shapes", *shapes))
 
 
-def broadcast_tensors(*tensors):
+@checked
+def broadcast_tensors(*tensors: Tensor):
     """The tensors expanded to their common broadcast shape (views), as a tuple."""
     shape = _broadcast("broadcast_tensors", *(tuple(t.shape) for t in tensors))
     return tuple(expand(t, shape) for t in tensors)
 
 
-def meshgrid(*tensors, indexing=None):
+@checked
+def meshgrid(*tensors: Tensor, indexing=None):
     """Coordinate grids from 0-d/1-d tensors: output i varies along dim i (`indexing='ij'`, the
     default) or, with `'xy'`, the first two dims swap (Cartesian x-y order). Views."""
     if len(tensors) == 1 and isinstance(tensors[0], tuple | list):
@@ -1293,6 +1296,7 @@ def repeat_interleave(input: Tensor, repeats=None, dim=None, *, output_size=None
                 f"tensor of shape {list(shape)}, got repeats of shape {list(repeats.shape)}"
             )
         return input.index_select(d, repeat_interleave(repeats, output_size=output_size))
+    repeats = int_arg("repeat_interleave", "repeats", repeats)
     if repeats < 0:
         raise ShapeError(f"repeat_interleave: repeats can not be negative, got {repeats}")
     shape = tuple(input.shape)

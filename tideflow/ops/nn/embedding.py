@@ -188,7 +188,7 @@ _embedding_renorm = defop(
 
 @checked
 def embedding(
-    input,
+    input: Tensor,
     weight: Tensor,
     padding_idx=None,
     max_norm=None,

@@ -647,7 +647,7 @@ def kl_div(
 @checked
 def poisson_nll_loss(
     input: Tensor,
-    target,
+    target: Tensor,
     log_input=True,
     full=False,
     size_average=None,
@@ -710,7 +710,7 @@ _EPSILON = 1e-12
 @checked
 def cosine_embedding_loss(
     input1: Tensor,
-    input2,
+    input2: Tensor,
     target: Tensor,
     margin=0,
     size_average=None,
