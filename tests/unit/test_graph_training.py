@@ -78,6 +78,10 @@ def test_inference_graph_equals_eager(make, shape):
 OPTIMIZERS = {
     "SGD": lambda ps: flow.optim.SGD(ps, lr=0.05, momentum=0.9, weight_decay=1e-3, nesterov=True),
     "Adam": lambda ps: flow.optim.Adam(ps, lr=3e-3, weight_decay=1e-2, amsgrad=True),
+    # host-side schedules per step (NAdam's momentum product, ASGD's rate and average weight)
+    "NAdam": lambda ps: flow.optim.NAdam(ps, lr=3e-3, momentum_decay=0.1),
+    "ASGD": lambda ps: flow.optim.ASGD(ps, lr=0.05, lambd=0.01, t0=2),
+    "Rprop": lambda ps: flow.optim.Rprop(ps, lr=0.01),
 }
 
 

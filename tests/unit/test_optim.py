@@ -1,5 +1,6 @@
-"""RMSprop, Adagrad, Adadelta, LBFGS (against torch.optim) and LAMB (against a NumPy
-transcription of the paper): parameter groups, state, state-dict round trips, errors."""
+"""RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, ASGD, Rprop, LBFGS (against torch.optim)
+and LAMB (against a NumPy transcription of the paper): parameter groups, state, state-dict
+round trips, errors."""
 
 import io
 
@@ -51,6 +52,17 @@ CONFIGS = {
     "Adagrad": (dict(lr=0.1, lr_decay=0.01, initial_accumulator_value=0.1),
                 dict(weight_decay=0.1, eps=1e-3, initial_accumulator_value=5.0)),
     "Adadelta": (dict(rho=0.8), dict(lr=0.5, weight_decay=0.1, maximize=True)),
+    "Adamax": (dict(lr=0.01, betas=(0.8, 0.9)), dict(weight_decay=0.1, eps=1e-3, maximize=True)),
+    "NAdam": (dict(lr=0.01, momentum_decay=0.1), dict(weight_decay=0.1)),
+    "NAdam-decoupled": (dict(weight_decay=0.1, decoupled_weight_decay=True),
+                        dict(betas=(0.5, 0.9), maximize=True)),
+    # beta2 = 0.99: the rectified rate starts at step 6 (rho_t > 5), within the steps run
+    "RAdam": (dict(lr=0.01, betas=(0.9, 0.99)), dict(weight_decay=0.1, eps=1e-3)),
+    "RAdam-decoupled": (dict(betas=(0.8, 0.99), weight_decay=0.1, decoupled_weight_decay=True),
+                        dict(maximize=True)),
+    "ASGD": (dict(lr=0.05, lambd=0.1, t0=3), dict(alpha=0.5, weight_decay=0.1)),
+    "ASGD-maximize": (dict(maximize=True), dict(lr=0.1)),
+    "Rprop": (dict(lr=0.05), dict(etas=(0.3, 1.5), step_sizes=(1e-3, 0.1), maximize=True)),
 }  # fmt: skip
 
 
@@ -62,7 +74,7 @@ def _cls(name: str) -> str:
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_parameters_and_state_match_pytorch(torch, name, dtype):
-    init, grads = _problem(dtype, steps=5)
+    init, grads = _problem(dtype, steps=8)
     ours, opt = _run(flow, _cls(name), init, grads, *CONFIGS[name])
     theirs, topt = _run(torch, _cls(name), init, grads, *CONFIGS[name])
     for p, tp in zip(ours, theirs, strict=True):
@@ -72,8 +84,9 @@ def test_parameters_and_state_match_pytorch(torch, name, dtype):
         for key, value in state.items():
             if key == "step":
                 assert value == int(tstate[key])
-            else:
-                np.testing.assert_allclose(value.numpy(), tstate[key].numpy(), **_tol(dtype))
+            else:  # scalars (NAdam's mu_product, ASGD's eta and mu) are floats here
+                ours_value = value.numpy() if isinstance(value, flow.Tensor) else value
+                np.testing.assert_allclose(ours_value, tstate[key].numpy(), **_tol(dtype))
 
 
 def test_adagrad_state_exists_from_construction():
@@ -286,6 +299,11 @@ RESUMABLE = {
     "RMSprop": (dict(momentum=0.9, centered=True), dict(weight_decay=0.1)),
     "Adagrad": (dict(lr_decay=0.1), dict(lr=0.5)),
     "Adadelta": (dict(), dict(rho=0.5)),
+    "Adamax": (dict(), dict(lr=0.1)),
+    "NAdam": (dict(), dict(lr=0.1)),
+    "RAdam": (dict(betas=(0.9, 0.99)), dict(lr=0.1)),
+    "ASGD": (dict(t0=2), dict(lr=0.1)),
+    "Rprop": (dict(), dict(lr=0.1)),
     "LAMB": (dict(lr=0.01, weight_decay=0.01), dict(lr=0.1)),
 }
 
@@ -351,7 +369,8 @@ def test_lbfgs_state_dict_resumes_exactly():
 
 
 # -- zero_grad and errors ----------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["RMSprop", "Adagrad", "Adadelta", "LAMB", "LBFGS"])
+@pytest.mark.parametrize("name", ["RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam",
+                                  "ASGD", "Rprop", "LAMB", "LBFGS"])  # fmt: skip
 def test_zero_grad(name):
     w = flow.nn.Parameter(flow.ones(2))
     opt = getattr(flow.optim, name)([w])
@@ -383,6 +402,17 @@ def _param():
         (lambda: flow.optim.Adadelta(_param(), rho=1.5), "Invalid rho value: 1.5"),
         (lambda: flow.optim.Adadelta(_param(), eps=-1), "Invalid epsilon value: -1"),
         (lambda: flow.optim.Adadelta(_param(), weight_decay=-2), "Invalid weight_decay value: -2"),
+        (lambda: flow.optim.Adamax(_param(), betas=(0.9, 1.5)),
+         "Invalid beta parameter at index 1: 1.5"),
+        (lambda: flow.optim.Adamax(_param(), eps=-1), "Invalid epsilon value: -1"),
+        (lambda: flow.optim.NAdam(_param(), momentum_decay=-1), "Invalid momentum_decay value: -1"),
+        (lambda: flow.optim.NAdam(_param(), lr=-1), "Invalid learning rate: -1"),
+        (lambda: flow.optim.RAdam(_param(), weight_decay=-1), "Invalid weight_decay value: -1"),
+        (lambda: flow.optim.ASGD(_param(), lr=-1), "Invalid learning rate: -1"),
+        (lambda: flow.optim.ASGD(_param(), weight_decay=-1), "Invalid weight_decay value: -1"),
+        (lambda: flow.optim.Rprop(_param(), lr=-1), "Invalid learning rate: -1"),
+        (lambda: flow.optim.Rprop(_param(), etas=(1.5, 2)), "Invalid eta values: 1.5, 2"),
+        (lambda: flow.optim.Rprop(_param(), etas=(0.5, 0.9)), "Invalid eta values: 0.5, 0.9"),
         (lambda: flow.optim.LAMB(_param(), lr=-1), "Invalid learning rate: -1"),
         (lambda: flow.optim.LAMB(_param(), betas=(1.0, 0.9)),
          "Invalid beta parameter at index 0: 1.0"),
@@ -397,7 +427,8 @@ def test_invalid_hyperparameters_raise_like_pytorch(make, match):
         make()
 
 
-@pytest.mark.parametrize("name", ["RMSprop", "Adagrad", "Adadelta"])
+@pytest.mark.parametrize("name", ["RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam",
+                                  "ASGD", "Rprop"])  # fmt: skip
 def test_differentiable_updates_are_refused(name):
     with pytest.raises(flow.TideflowError, match=f"{name}: differentiable=True is not supported"):
         getattr(flow.optim, name)(_param(), differentiable=True)

@@ -209,6 +209,11 @@ OPTIMIZERS = {
     "RMSprop": ("RMSprop", dict(lr=1e-3, centered=True, momentum=0.9, weight_decay=1e-3)),
     "Adagrad": ("Adagrad", dict(lr=0.05, lr_decay=1e-3)),
     "Adadelta": ("Adadelta", dict(lr=1.0, rho=0.9)),
+    "Adamax": ("Adamax", dict(lr=5e-3)),
+    "NAdam": ("NAdam", dict(lr=5e-3, weight_decay=1e-2, decoupled_weight_decay=True)),
+    "RAdam": ("RAdam", dict(lr=5e-3)),
+    "ASGD": ("ASGD", dict(lr=0.05, t0=5)),
+    "Rprop": ("Rprop", dict(lr=1e-3)),
     # NOTE: LBFGS that minimizes hard is chaotic in float32 (PyTorch diverges from itself
     # after a 1e-7 change to the weights); these settings keep the trajectory stable, so a
     # 1e-4 comparison is meaningful.

@@ -289,3 +289,141 @@ def lamb_update(param, grad, exp_avg, exp_avg_sq, **hyper) -> None:
     """One LAMB step, in place. The trust ratio needs norms of the whole parameter, so its
     only layout is every operand broadcast."""
     dispatch(_lamb, (param, grad, exp_avg, exp_avg_sq), hyper)
+
+
+# -- Adamax, NAdam, RAdam -------------------------------------------------------------------------
+def _adam_moments(p, g, m, v, *, lr, beta1, beta2, weight_decay, decoupled, maximize):
+    """The first steps Adam's relatives share: maximize, weight decay (L2 or decoupled), and
+    the moments' updates (v may be None). Returns the gradient as used."""
+    if maximize:
+        g = -g
+    if weight_decay:
+        if decoupled:
+            p *= 1 - lr * weight_decay
+        else:
+            g = g + weight_decay * p
+    _lerp_(m, g, 1 - beta1)
+    if v is not None:
+        v *= beta2
+        v += (1 - beta2) * g * g  # PyTorch's addcmul order: (value * g) * g
+    return g
+
+
+def _adamax_kernel(p, g, m, u, *, lr, beta1, beta2, eps, weight_decay, maximize, step):
+    _reject_other_shapes(p, g, m, u)
+    g = _adam_moments(p, g, m, None, lr=lr, beta1=beta1, beta2=beta2,
+                      weight_decay=weight_decay, decoupled=False, maximize=maximize)  # fmt: skip
+    u *= beta2  # the infinity norm: max(beta2 * u, |g| + eps)
+    np.maximum(u, np.abs(g) + eps, out=u)
+    p -= (lr / (1 - beta1**step)) * (m / u)
+
+
+_adamax = _update_op("adamax_update", ("param", "grad", "exp_avg", "exp_inf"), _adamax_kernel,
+                     (0, 2, 3))  # fmt: skip
+
+
+def adamax_update(param, grad, exp_avg, exp_inf, **hyper) -> None:
+    """One Adamax step, in place."""
+    dispatch(_adamax, (param, grad, exp_avg, exp_inf), hyper)
+
+
+def _nadam_kernel(p, g, m, v, *, lr, beta1, beta2, eps, weight_decay, decoupled, maximize, step,
+                  mu, mu_next, mu_product):  # fmt: skip
+    """`mu_product` is the product of the momentum schedule's mu up to this step (the caller
+    keeps it, as PyTorch's state does)."""
+    _reject_other_shapes(p, g, m, v)
+    g = _adam_moments(p, g, m, v, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay,
+                      decoupled=decoupled, maximize=maximize)  # fmt: skip
+    denom = np.sqrt(v / (1 - beta2**step))
+    denom += eps
+    p -= (lr * (1 - mu) / (1 - mu_product)) * (g / denom)
+    p -= (lr * mu_next / (1 - mu_product * mu_next)) * (m / denom)
+
+
+_nadam = _update_op("nadam_update", ("param", "grad", "exp_avg", "exp_avg_sq"), _nadam_kernel,
+                    (0, 2, 3))  # fmt: skip
+
+
+def nadam_update(param, grad, exp_avg, exp_avg_sq, **hyper) -> None:
+    """One NAdam step, in place."""
+    dispatch(_nadam, (param, grad, exp_avg, exp_avg_sq), hyper)
+
+
+def _radam_kernel(p, g, m, v, *, lr, beta1, beta2, eps, weight_decay, decoupled, maximize, step):
+    _reject_other_shapes(p, g, m, v)
+    _adam_moments(p, g, m, v, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay,
+                  decoupled=decoupled, maximize=maximize)  # fmt: skip
+    bias2 = 1 - beta2**step
+    step_direction = (m / (1 - beta1**step)) * lr
+    # NOTE: the variance of the adaptive rate is tractable once rho_t > 5 (Liu et al., 2020);
+    # before that the step is momentum SGD's
+    rho_inf = 2 / (1 - beta2) - 1
+    rho_t = rho_inf - 2 * step * beta2**step / bias2
+    if rho_t > 5.0:
+        rect = math.sqrt(
+            (rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)
+        )
+        adaptive = np.sqrt(v)
+        adaptive += eps
+        step_direction *= math.sqrt(bias2) / adaptive
+        step_direction *= rect
+    p -= step_direction
+
+
+_radam = _update_op("radam_update", ("param", "grad", "exp_avg", "exp_avg_sq"), _radam_kernel,
+                    (0, 2, 3))  # fmt: skip
+
+
+def radam_update(param, grad, exp_avg, exp_avg_sq, **hyper) -> None:
+    """One RAdam step, in place."""
+    dispatch(_radam, (param, grad, exp_avg, exp_avg_sq), hyper)
+
+
+# -- ASGD -----------------------------------------------------------------------------------------
+def _asgd_kernel(p, g, ax, *, lambd, eta, mu, weight_decay, maximize):
+    """`eta` and `mu` are this step's rate and averaging weight (the caller's schedule)."""
+    _reject_other_shapes(p, g, ax)
+    if maximize:
+        g = -g
+    if weight_decay:
+        g = g + weight_decay * p
+    p *= 1 - lambd * eta
+    p -= eta * g
+    if mu != 1:
+        ax += (p - ax) * mu
+    else:
+        np.copyto(ax, p)
+
+
+_asgd = _update_op("asgd_update", ("param", "grad", "ax"), _asgd_kernel, (0, 2))
+
+
+def asgd_update(param, grad, ax, **hyper) -> None:
+    """One ASGD step, in place (`ax` is the running average of the parameter)."""
+    dispatch(_asgd, (param, grad, ax), hyper)
+
+
+# -- Rprop ----------------------------------------------------------------------------------------
+def _rprop_kernel(p, g, prev, step_size, *, etaminus, etaplus, step_size_min, step_size_max,
+                  maximize):  # fmt: skip
+    _reject_other_shapes(p, g, prev, step_size)
+    if maximize:
+        g = -g
+    agree = np.sign(g * prev)
+    # the factors in the parameter's dtype, as PyTorch keeps them in a tensor like the gradient
+    kind = p.dtype.type
+    factor = np.where(agree > 0, kind(etaplus), np.where(agree < 0, kind(etaminus), kind(1)))
+    step_size *= factor
+    np.clip(step_size, step_size_min, step_size_max, out=step_size)
+    g = np.where(factor == kind(etaminus), kind(0), g)  # a sign change: no step, forgotten
+    p -= np.sign(g) * step_size
+    np.copyto(prev, g)
+
+
+_rprop = _update_op("rprop_update", ("param", "grad", "prev", "step_size"), _rprop_kernel,
+                    (0, 2, 3))  # fmt: skip
+
+
+def rprop_update(param, grad, prev, step_size, **hyper) -> None:
+    """One Rprop step, in place."""
+    dispatch(_rprop, (param, grad, prev, step_size), hyper)

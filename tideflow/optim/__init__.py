@@ -4,13 +4,17 @@ from . import lr_scheduler
 from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
+from .adam_variants import Adamax, NAdam, RAdam
+from .asgd import ASGD
 from .lamb import LAMB
 from .lbfgs import LBFGS
 from .optimizer import Optimizer
 from .rmsprop import RMSprop
+from .rprop import Rprop
 from .sgd import SGD
 
 __all__ = [
+    "ASGD",
     "LAMB",
     "LBFGS",
     "SGD",
@@ -18,7 +22,11 @@ __all__ = [
     "Adagrad",
     "Adam",
     "AdamW",
+    "Adamax",
+    "NAdam",
     "Optimizer",
+    "RAdam",
     "RMSprop",
+    "Rprop",
     "lr_scheduler",
 ]

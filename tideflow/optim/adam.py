@@ -8,6 +8,24 @@ from ..ops.optim import adam_update
 from .optimizer import Optimizer, params_with_grad
 
 
+def check_adam_hyperparameters(optimizer, lr, betas, eps, weight_decay, differentiable) -> None:
+    """PyTorch's checks (and messages) for the Adam family's arguments."""
+    if lr < 0.0:
+        raise ValueError(f"Invalid learning rate: {lr}")
+    if eps < 0.0:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+    for i, beta in enumerate(betas):
+        if not 0.0 <= beta < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+    if weight_decay < 0.0:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+    if differentiable:
+        raise TideflowError(
+            f"{type(optimizer).__name__}: differentiable=True is not supported "
+            "(updates run outside autograd)"
+        )
+
+
 class Adam(Optimizer):
     """`flow.optim.Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8)` — PyTorch's rule.
     OneFlow's `do_bias_correction=False` drops the moments' `1 - beta**t` corrections."""
@@ -17,20 +35,7 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, do_bias_correction=True) -> None:  # fmt: skip
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if eps < 0.0:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        for i, beta in enumerate(betas):
-            if not 0.0 <= beta < 1.0:
-                raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if differentiable:
-            raise TideflowError(
-                f"{type(self).__name__}: differentiable=True is not supported "
-                "(updates run outside autograd)"
-            )
+        check_adam_hyperparameters(self, lr, betas, eps, weight_decay, differentiable)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize,
                         do_bias_correction=do_bias_correction)  # fmt: skip

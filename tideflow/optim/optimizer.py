@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from copy import deepcopy
 
+from ..framework.dtype import get_default_dtype
 from ..framework.errors import TideflowError
 from ..framework.grad_mode import enable_grad, no_grad
 from ..framework.tensor import Tensor
@@ -142,3 +143,9 @@ def _restore(value, param: Tensor):
 
 def params_with_grad(group: dict) -> Iterable[Tensor]:
     return (p for p in group["params"] if p.grad is not None)
+
+
+def scalar_state(value: float) -> float:
+    """A scalar of an optimizer's state (NAdam's mu_product, ASGD's eta and mu) rounded as
+    PyTorch keeps it, in a tensor of the default dtype (float32 unless that is float64)."""
+    return float(get_default_dtype().np.type(value))

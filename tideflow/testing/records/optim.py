@@ -18,6 +18,12 @@ _CONFIGS = {
     "Adagrad": [dict(lr=0.1), dict(lr=0.1, lr_decay=0.2, weight_decay=0.1,
                                    initial_accumulator_value=0.5, maximize=True)],
     "Adadelta": [dict(), dict(lr=0.5, rho=0.5, eps=1e-4, weight_decay=0.1, maximize=True)],
+    "Adamax": [dict(), dict(lr=0.01, betas=(0.5, 0.9), weight_decay=0.1, maximize=True)],
+    "NAdam": [dict(), dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)],
+    # three steps are momentum steps (rho_t <= 5): test_optim.py runs on to rectified ones
+    "RAdam": [dict(), dict(lr=0.01, betas=(0.8, 0.9), weight_decay=0.1, maximize=True)],
+    "ASGD": [dict(t0=1), dict(lr=0.1, lambd=0.1, alpha=0.5, weight_decay=0.1, maximize=True)],
+    "Rprop": [dict(), dict(lr=0.1, etas=(0.3, 1.5), step_sizes=(1e-3, 0.2), maximize=True)],
 }  # fmt: skip
 
 _LAMB_CONFIGS = [
