@@ -38,6 +38,7 @@ __all__ = [
     "ReduceLROnPlateau",
     "CyclicLR",
     "CosineAnnealingWarmRestarts",
+    "CosineDecayLR",
     "OneCycleLR",
     "WarmupLR",
     "WarmUpLR",
@@ -593,6 +594,38 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         for group, lr in zip(self.optimizer.param_groups, values, strict=True):
             group["lr"] = lr
         self._last_lr = _group_values(self.optimizer, "lr")
+
+
+class CosineDecayLR(LRScheduler):
+    """OneFlow's cosine decay: over `decay_steps` steps the rate falls along a half cosine
+    from `initial_lr` to `alpha * initial_lr`, and stays there.
+
+    >>> import tideflow as flow
+    >>> opt = flow.optim.SGD([flow.nn.Parameter(flow.zeros(2))], lr=0.1)
+    >>> sched = flow.optim.lr_scheduler.CosineDecayLR(opt, decay_steps=4, alpha=0.1)
+    >>> for _ in range(4):
+    ...     opt.step()
+    ...     sched.step()
+    >>> round(sched.get_last_lr()[0], 6)
+    0.01
+    """
+
+    def __init__(self, optimizer: Optimizer, decay_steps: int, alpha: float = 0.0,
+                 last_step: int = -1) -> None:  # fmt: skip
+        if not decay_steps > 0:
+            raise ValueError(f"decay_steps must greater than zero, but got {decay_steps}")
+        self.decay_steps = decay_steps
+        self.alpha = alpha
+        super().__init__(optimizer, last_step)
+
+    def get_lr(self) -> list[float]:
+        self._warn_if_called_outside_step()
+        return self._get_closed_form_lr()
+
+    def _get_closed_form_lr(self) -> list[float]:
+        done = min(self.last_epoch, self.decay_steps) / self.decay_steps
+        factor = (1 - self.alpha) * 0.5 * (1 + math.cos(math.pi * done)) + self.alpha
+        return [base_lr * factor for base_lr in self.base_lrs]
 
 
 class _Composite:
