@@ -1,6 +1,6 @@
 """Optimizers with PyTorch's update rules and state-dict format, and `optim.lr_scheduler`."""
 
-from . import lr_scheduler
+from . import lr_scheduler, swa_utils
 from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
@@ -29,4 +29,5 @@ __all__ = [
     "RMSprop",
     "Rprop",
     "lr_scheduler",
+    "swa_utils",
 ]
