@@ -5,11 +5,13 @@ The faults are injected by `tideflow.distributed.faults` at each kind of point (
 collective, a DDP bucket's all-reduce, a compiled graph's communication, a sharded save),
 at an arrival the run's seed picks: an exception, a SIGKILL, or a stall that the
 communication timeout must end. Each (point, kind) runs once here and 20 times in the slow
-test."""
+test. Raising and killed ranks run under the tideflow launcher, which names a rank that
+dies without a word; stalls under plain mpiexec, where the watchdog names the rank."""
 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -18,7 +20,7 @@ import pytest
 
 from tideflow.distributed.faults import KINDS, LOG_VAR, POINTS, SPEC_VAR
 
-from .jobs import WORKERS
+from .jobs import WORKERS, run_job
 
 pytestmark = pytest.mark.mpi
 
@@ -63,22 +65,28 @@ def _run_once(launch, tmp_path, point: str, kind: str, seed: int) -> float:
         args.append(str(STALL_TIMEOUT_S))  # init_process_group(timeout=timedelta(...))
     elif kind == "stall":
         env["TIDEFLOW_COMM_TIMEOUT"] = str(STALL_TIMEOUT_S)  # a launched job's setting
-    job = launch(RANKS, args, **env)
+    if kind == "stall":
+        job = launch(RANKS, args, **env)
+    else:
+        launcher = [sys.executable, "-m", "tideflow.distributed.launch", "--nproc_per_node"]
+        job = run_job([*launcher, str(RANKS), *args], **env)
     ended = time.time()
     output = job.stdout + job.stderr
     assert log.exists(), f"the fault was never reached:\n{output}"
-    fault_time, _, _, doing = log.read_text().split(" ", 3)
+    fault_time, pid, _, doing = log.read_text().split(" ", 3)
     assert job.returncode != 0, output
     assert ": ok" not in job.stdout, output  # no rank went on past the failure
     _no_process_left(tag)
     if kind == "raise":
         assert f"tideflow: rank {FAILING} failed" in output, output
         assert "InjectedFault" in output, output
+        assert "died without a word" not in output, output  # the others died of its abort
     elif kind == "kill":
-        # NOTE: a SIGKILLed process says nothing, and Hydra ends the others with SIGKILL at
-        # once, so only Hydra reports it; its report names the first process it reaped,
-        # often one it killed itself, not the failing rank
-        assert "BAD TERMINATION" in output and "Killed (signal 9)" in output, output
+        # "rank 1 at collective (all_reduce), arrival 2" -> "collective (all_reduce)"
+        where = doing.split(" at ", 1)[1].rsplit(", arrival", 1)[0]
+        named = f"tideflow: rank {FAILING} (pid {pid}) died without a word"
+        assert named in output and f"it was last at {where}" in output, output
+        assert output.count("died without a word") == 1, output  # not the ranks killed after
     else:
         what = f"did not finish within {STALL_TIMEOUT_S} s: ranks [{FAILING}] had not joined it"
         assert what in output, output

@@ -47,6 +47,9 @@ def uninstall() -> None:
 
 def abort(message: str, exit_code: int = 1) -> None:
     """Print `message` and end every rank of the job with `exit_code`."""
+    from . import records  # NOTE: here, as records imports world, which imports this module
+
+    records.aborting()
     sys.stderr.write(message if message.endswith("\n") else message + "\n")
     sys.stderr.flush()
     sys.stdout.flush()

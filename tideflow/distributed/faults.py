@@ -14,7 +14,10 @@ runs fail at different steps of the job. With `$TIDEFLOW_FAULT_LOG` set, the fai
 writes there, just before failing, the wall-clock time, its process id and what it was
 doing: the tests time the job's end from it.
 
-Unarmed (the normal case), a point costs one module attribute test: `if faults.armed:`.
+The points are also where a rank supervised by the launcher records what it is doing
+(records.py), so that a rank that dies without a word is named with the last one it reached.
+Unarmed (no fault planned, no record kept: the normal case), a point costs one module
+attribute test: `if faults.armed:`.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import signal
 import threading
 import time
 
+from . import records
 from .world import launcher_rank_and_size
 
 SPEC_VAR = "TIDEFLOW_FAULT"
@@ -72,12 +76,14 @@ def _plan_from_environment() -> _Plan | None:
 
 
 _plan = _plan_from_environment()
-armed = _plan is not None
+armed = _plan is not None or records.kept
 
 
 def reached(point: str, what: str) -> None:
     """This rank arrives at `point`, about to do `what` ('all_reduce', 'bucket 2 of 3'): if
     this is the planned arrival, fail. Call only under `if faults.armed:`."""
+    if records.kept:
+        records.doing(f"{point} ({what})")
     plan = _plan
     if plan is None or plan.point != point:
         return

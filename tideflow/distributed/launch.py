@@ -5,7 +5,8 @@ A thin wrapper over the `mpiexec` of the MPI wheel installed next to this Python
 train.py args`. Several nodes: `--hostfile hosts` (one host name per line, `#` comments),
 `--nproc_per_node` processes on each. Inside a Slurm step (`srun ... python -m
 tideflow.distributed.launch ... train.py`) Slurm has already started one process per rank,
-so each just runs the script.
+so each just runs the script. On one node the launcher stays to watch the ranks: one that
+dies without a word (SIGKILL) is named, with what it was doing (see supervisor.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sysconfig
 from pathlib import Path
 
 from . import run
+from .supervisor import supervise
 from .world import launched
 
 
@@ -104,6 +106,9 @@ def main(argv: list[str] | None = None) -> None:
     mpiexec = find_mpiexec()
     cmd = command(args, mpiexec)
     sys.stdout.flush()
+    if args.hostfile is None and (args.nnodes or 1) == 1:
+        # NOTE: one node: the launcher sees every rank's process, and names one that dies
+        sys.exit(supervise(cmd, args.nproc_per_node))
     os.execv(mpiexec, cmd)  # mpiexec takes over: signals, output and exit status are its own
 
 

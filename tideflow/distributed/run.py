@@ -14,7 +14,10 @@ import os
 import runpy
 import sys
 
-from . import failure
+from . import (
+    failure,
+    records,  # noqa: F401  for its effect: a supervised rank keeps its record from the start
+)
 from .world import launched, launcher_local_rank_and_size, launcher_rank_and_size
 
 USAGE = "usage: python -m tideflow.distributed.run (script.py | -m module) [args ...]"
