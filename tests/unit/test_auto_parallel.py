@@ -13,12 +13,16 @@ import tideflow.parallel as par
 from tideflow.framework.errors import TideflowError
 from tideflow.framework.sbp import B, P, S
 from tideflow.parallel._auto_session import Planned
-from tideflow.parallel.auto import Node, Problem, Value, search
+from tideflow.parallel.auto import Node, PlanCounts, Problem, Value, search
 from tideflow.parallel.cost import Cluster, DeviceProfile, Link, Network
 
 LINK = Link(bandwidth=1e9, latency_s=1e-5)
-DEVICE = DeviceProfile("test", 1e10, 1e10, 1e9, max_efficiency=1.0, op_overhead_s=1e-6)
+DEVICE = DeviceProfile(
+    "test", 1e10, 1e10, 1e9, max_efficiency=1.0, node_s=1e-6, task_s=2e-6, switch_s=3e-6
+)
 CLUSTER = Cluster(DEVICE, Network(LINK, LINK), gpus_per_node=2, nodes=1)
+# a collective's node, and the two tasks and two hand-overs of the chain it cuts out
+COLLECTIVE = 1e-6 + 2 * (2e-6 + 3e-6)
 SHAPE = (64, 64)  # float32: 16 KiB
 NBYTES = 4 * 64 * 64
 
@@ -71,11 +75,11 @@ def test_a_partial_value_read_as_broadcast_costs_an_all_reduce():
     consumer = problem.nodes[1].choices[0]
     want = Choice(((B,),), ((B,),))
     reduce = 2 * (2 - 1) * LINK.latency_s + 2 * (2 - 1) / 2 * NBYTES / LINK.bandwidth
-    assert problem.edge_time(1, assign, 1, 0, want) == pytest.approx(reduce + 1e-6)
+    assert problem.edge_time(1, assign, 1, 0, want) == pytest.approx(reduce + COLLECTIVE)
     assert problem.edge_time(1, assign, 1, 0, Choice(((P,),), ((P,),))) == 0
     assert consumer.ins == ((S(0),),)  # P -> S(0): a reduce-scatter, half the all-reduce's bytes
     scatter = LINK.latency_s + NBYTES / 2 / LINK.bandwidth
-    assert problem.edge_time(1, assign, 1, 0, consumer) == pytest.approx(scatter + 1e-6)
+    assert problem.edge_time(1, assign, 1, 0, consumer) == pytest.approx(scatter + COLLECTIVE)
 
 
 def test_a_broadcast_parameter_read_by_a_split_computation_all_reduces_its_gradient():
@@ -85,10 +89,29 @@ def test_a_broadcast_parameter_read_by_a_split_computation_all_reduces_its_gradi
     node = Node("op", "", (2,), choices, 0, [(0, 0)])
     node.compute, node.memory = [0.0, 0.0], [0.0, 0.0]
     problem = Problem([node], [weight], CLUSTER)
-    reduce = 2 * LINK.latency_s + NBYTES / LINK.bandwidth + DEVICE.op_overhead_s
-    assert problem.total([0]) == pytest.approx(reduce)
+    reduce = 2 * LINK.latency_s + NBYTES / LINK.bandwidth
+    assert problem.total([0]) == pytest.approx(reduce + COLLECTIVE)
     assert problem.total([1]) == 0  # every rank computes the whole: its gradient is whole
     assert problem.fixed_memory == 2 * NBYTES  # the weight and its gradient
+    # with ranks beyond the cores, each collective also waits for descheduled peers
+    crowded = Cluster(DEVICE, Network(LINK, LINK), 2, 1, cores_per_node=1, descheduled_wait_s=1e-3)
+    assert crowded.collective_wait_s == pytest.approx(0.5e-3)
+    problem = Problem([node], [weight], crowded)
+    assert problem.total([0]) == pytest.approx(reduce + COLLECTIVE + 0.5e-3)
+
+
+def test_the_lowered_plan_is_priced_with_its_own_counts():
+    weight = Value(SHAPE, 4, True, (2,), layout=(B,), parameter=True)
+    node = Node("op", "", (2,), [Choice(((B,),), ((S(0),),))], 0, [(0, 0)], plan_nodes=3)
+    node.compute, node.memory = [5e-6 + 3 * DEVICE.node_s], [0.0]  # a kernel, three nodes
+    found = search(Problem([node], [weight], CLUSTER))
+    reduce = 2 * LINK.latency_s + NBYTES / LINK.bandwidth
+    assert found.time == pytest.approx(5e-6 + 3e-6 + reduce + COLLECTIVE)
+    assert found.problem.work([0]) == pytest.approx(5e-6 + reduce)
+    lowered = found.lowered(PlanCounts(nodes=10, tasks=7, switches=4, collectives=2))
+    overhead = 10 * 1e-6 + 7 * 2e-6 + 4 * 3e-6  # no collective waits: a core per rank
+    assert lowered.step_time == pytest.approx(5e-6 + reduce + overhead)
+    assert (lowered.time, lowered.assign) == (found.time, found.assign)
 
 
 def test_the_memory_limit_is_kept_and_costs_time():
@@ -145,7 +168,22 @@ def test_an_auto_parallel_graph_trains_as_the_greedy_one_on_one_rank(capsys):
     printed = capsys.readouterr().out
     assert "auto_parallel: predicted step" in printed
     assert "model.0: linear" in printed
-    assert graph._latest.layout_search.time <= graph._latest.layout_search.greedy_time
+    found = graph._latest.layout_search
+    assert found.time <= found.greedy_time
+    # the step is predicted again with the compiled plan's counts: on one rank the boxing
+    # of the split batch's partial gradients stays, each a collective between two chains of
+    # the compute stream (lowering alternates streams: every chain after the first is a
+    # hand-over)
+    plan, program = graph._latest.plan, graph._latest.program
+    chains = sum(task.fn is not None for task in plan.tasks)
+    collectives = sum(node.name.startswith("boxing") for node in program.nodes)
+    assert collectives > 0
+    assert found.step_time == pytest.approx(
+        found.problem.work(list(found.assign))
+        + len(program.nodes) * DEVICE.node_s
+        + len(plan.tasks) * DEVICE.task_s
+        + (chains - 1) * DEVICE.switch_s
+    )
 
 
 def test_a_memory_limit_no_plan_meets_fails_the_compilation():

@@ -14,15 +14,17 @@ theirs, so the optimizer and checkpoints see them unchanged).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 
+from ...compiler.chain import Chain
 from ...distributed.world import get_world
 from ...framework.errors import TideflowError
 from ...framework.random import get_rng_state, set_rng_state
 from ...parallel._auto_session import Planned, Recorder
 from ...parallel._comm import comm_for
-from ...parallel.auto import Problem, Solution, build_problem, describe, search
+from ...parallel.auto import PlanCounts, Problem, Solution, build_problem, describe, search
 from ...parallel.cost._calibrate import cache_path, local_cluster
 
 
@@ -50,6 +52,18 @@ def searched_layouts(graph, trace) -> tuple[Planned, Solution, str]:
         if node.searched
     ]
     return Planned(plan), solution, describe(problem, solution)
+
+
+def plan_counts(plan, program) -> PlanCounts:
+    """The nodes, tasks, hand-overs between stream threads and collectives of a lowered
+    plan: what the cost model prices beyond kernels and transfers (`Solution.lowered`)."""
+    streams = [task.stream for task in plan.tasks if isinstance(task.fn, Chain)]
+    return PlanCounts(
+        nodes=len(program.nodes),
+        tasks=len(plan.tasks),
+        switches=sum(a != b for a, b in itertools.pairwise(streams)),
+        collectives=sum(node.op.communicates for node in program.nodes),
+    )
 
 
 def _agreed(problem: Problem, solution: Solution) -> Solution:

@@ -16,6 +16,7 @@ from ...compiler.passes import pipeline, run_passes
 from ...distributed.world import get_world
 from ...framework.errors import TideflowError
 from ...framework.grad_mode import no_grad
+from ...framework.modes import dispatch_mode
 from ...framework.tensor import Tensor, raw_data
 from ...ops.shape import cat, stack
 from ...parallel._auto_session import Recorder
@@ -23,7 +24,7 @@ from ...parallel._auto_session import session as layout_session
 from ...parallel.global_tensor import GlobalTensor, new_global
 from ...runtime import DataSource, Executor
 from ..utils.clip_grad import clip_grad_norm_
-from .auto_parallel import searched_layouts
+from .auto_parallel import plan_counts, searched_layouts
 from .pending import PendingTensor, PlanRuns, hold, pending_output
 from .source import GraphSource
 from .structure import flatten_outputs, unflatten
@@ -98,6 +99,8 @@ class CompiledGraph:
         # (`Graph.timeline`): a clock read where a chain's block changes
         timed = stage is not None or any(n.op.communicates for n in self.program.nodes)
         self.plan = lower(self.program, graph.config.outputs_buffer_size, timed=timed)
+        if self.layout_search is not None:
+            self.layout_search = self.layout_search.lowered(plan_counts(self.plan, self.program))
         self._max_in_flight = graph.config.outputs_buffer_size
         self._holders = [h for h in self.plan.variables.values() if hasattr(h, "tensor")]
         # The executors running the plan, by the data source feeding them (None: the calls'
@@ -283,6 +286,23 @@ class CompiledGraph:
         runs, self._runs = list(self._runs.values()), {}
         for r in runs:
             r.executor.close()
+
+
+def trace_build(
+    graph, inputs: Sequence[Tensor], input_spec, watch: Callable | None = None
+) -> tuple[Program, object]:
+    """`graph.build` on `inputs` traced as for a plan, before any pass, and the nesting of
+    its outputs: for tools that read the IR instead of running it (ONNX export). Inference
+    graphs only: optimizers, AMP loss scaling and gradient accumulation are not traced.
+    `watch`, a dispatch handler `(op, args, attrs, below)`, sees build's calls before the
+    tracer records them (the exporter notes the user's line of ops it cannot lower)."""
+    tracer = Tracer()
+    _register_state(tracer, graph)
+    watching = nullcontext() if watch is None else dispatch_mode(watch)
+    with tracer, graph._graph_modules.scopes(tracer, graph._modules), watching:
+        feeds = [_feed(tracer, t) for t in inputs]
+        outputs, output_spec = _build(graph, tracer, feeds, input_spec)
+    return tracer.finish(outputs), output_spec
 
 
 def _clip_gradients(graph) -> None:

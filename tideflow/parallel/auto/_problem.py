@@ -6,8 +6,15 @@ A step's predicted time under an assignment (one choice per node) is
   + sum over edges   the boxing from the producer's output layout to the consumer's input
                      layout, and in backward the boxing of the gradient back
 
-on the busiest rank (rank 0's shards are the largest), priced with the cost model:
-`op_time` for compute, the alpha-beta collectives of `Network` for boxing. The gradient a
+on the busiest rank (rank 0's shards are the largest), priced with the cost model on the
+rank's share of its device (`Cluster.rank_device`): `op_time` for compute, the alpha-beta
+collectives of `Network` for boxing. Beyond kernels and transfers, a compiled plan pays per
+node, per task and per hand-over between stream threads (`DeviceProfile.node_s`, `task_s`,
+`switch_s`), and each collective may wait for descheduled peers (`Cluster.
+collective_wait_s`). The search counts them as lowering will make them: a node per op
+forward and two backward; a collective cuts the compute chain it sits in, adding its node,
+two tasks (its chain and the compute after it) and two hand-overs. Once the searched plan is
+lowered, `Solution.lowered` prices the plan's own counts instead (`PlanCounts`). The gradient a
 consumer hands back is laid out as its input was, except that a broadcast input of a node
 whose outputs differ between ranks gets partial gradients, and a partial input gets a
 broadcast one; its producer needs it laid out as its output (a partial output: broadcast).
@@ -20,13 +27,14 @@ backward needs (every node output that requires grad, as saved activations).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
 from ...framework.errors import ShapeError
 from ...framework.sbp import B, P, Split
 from .._layout import shard_shape
-from ..cost import Cluster, matmul_cost, op_time, pointwise_cost
+from ..cost import Cluster, DeviceProfile, matmul_cost, op_time, pointwise_cost
 
 _PRODUCTS = {"matmul", "mm", "bmm", "linear"}
 
@@ -55,6 +63,17 @@ class Node:
     searched: bool = True  # False: a `to_global` of build, one fixed choice
     compute: list = field(default_factory=list)  # seconds per choice, forward + backward
     memory: list = field(default_factory=list)  # saved bytes per choice
+    plan_nodes: int = 1  # the nodes it lowers to (1, or 3 with backward); 0 for a to_global
+
+
+@dataclass(frozen=True)
+class PlanCounts:
+    """What a plan pays for beyond its kernels and transfers, counted."""
+
+    nodes: int
+    tasks: int
+    switches: int  # chains that follow a chain of the other stream
+    collectives: int
 
 
 @dataclass
@@ -69,9 +88,14 @@ class Problem:
         for v, node in enumerate(self.nodes):
             for arg, value in node.inputs:
                 self.consumers[value].append((v, arg))
-        self._edges: dict[tuple, float] = {}
+        self._edges: dict[tuple, tuple[float, int, int]] = {}
         self.fixed_memory = sum(
             2 * _shard_bytes(val, val.layout) for val in self.values if val.parameter
+        )
+        self.device = self.cluster.rank_device
+        device = self.device
+        self.collective_s = (
+            device.node_s + 2 * (device.task_s + device.switch_s) + self.cluster.collective_wait_s
         )
 
     # -- pricing --------------------------------------------------------------------------
@@ -84,28 +108,32 @@ class Problem:
     def edge_time(self, value: int, assign: list, consumer: int, arg: int, choice) -> float:
         """Boxing time of `value` into argument `arg` of `consumer` laid out as `choice`, in
         forward and backward, its producer's layout taken from `assign`."""
-        src = self.layout_of(value, assign)
-        key = (value, src, choice.ins[arg], _varies(choice.outs))
-        time = self._edges.get(key)
-        if time is None:
-            time = self._edges[key] = self._edge_time(*key)
-        return time
+        transfer, collectives, copies = self._edge_parts(value, assign, choice.ins[arg], choice)
+        return transfer + collectives * self.collective_s + copies * self.device.node_s
 
-    def _edge_time(self, value: int, src: tuple, dst: tuple, varies: tuple) -> float:
+    def _edge_parts(self, value: int, assign: list, dst: tuple, choice) -> tuple:
+        """(transfer seconds, collectives, local copies) of the edge, forward and backward."""
+        key = (value, self.layout_of(value, assign), dst, _varies(choice.outs))
+        parts = self._edges.get(key)
+        if parts is None:
+            parts = self._edges[key] = self._price_edge(*key)
+        return parts
+
+    def _price_edge(self, value: int, src: tuple, dst: tuple, varies: tuple) -> tuple:
         val = self.values[value]
-        time = self._box(val, src, dst)
+        parts = self._box(val, src, dst)
         if val.requires_grad:
             handed = tuple(
                 (P if v else B) if d is B else (B if d is P else d)
                 for d, v in zip(dst, varies, strict=True)
             )
             needed = tuple(B if s is P else s for s in src)
-            time += self._box(val, handed, needed)
-        return time
+            parts = tuple(a + b for a, b in zip(parts, self._box(val, handed, needed), strict=True))
+        return parts
 
-    def _box(self, val: Value, src: tuple, dst: tuple) -> float:
-        net, device = self.cluster.network, self.cluster.device
-        total = 0.0
+    def _box(self, val: Value, src: tuple, dst: tuple) -> tuple[float, int, int]:
+        net, device = self.cluster.network, self.device
+        total, collectives, copies = 0.0, 0, 0
         for axis, (s, d) in enumerate(zip(src, dst, strict=True)):
             if s == d:
                 continue
@@ -121,10 +149,11 @@ class Problem:
             elif isinstance(s, Split) and isinstance(d, Split):
                 total += net.alltoall(nbytes / n, n, n)
             else:  # B->S slice, B->P or S->P: a local copy
-                total += device.stream_time(nbytes / n)
+                total += nbytes / n / device.memory_bandwidth
+                copies += 1
                 continue
-            total += device.op_overhead_s
-        return total
+            collectives += 1
+        return total, collectives, copies
 
     def total(self, assign: list) -> float:
         time = sum(node.compute[assign[v]] for v, node in enumerate(self.nodes))
@@ -132,6 +161,27 @@ class Problem:
             c = node.choices[assign[v]]
             time += sum(self.edge_time(value, assign, v, arg, c) for arg, value in node.inputs)
         return time
+
+    def work(self, assign: list) -> float:
+        """`total` less what the plan pays per node, task, hand-over and collective."""
+        node_s = self.device.node_s
+        time = sum(
+            node.compute[assign[v]] - node.plan_nodes * node_s for v, node in enumerate(self.nodes)
+        )
+        for v, node in enumerate(self.nodes):
+            c = node.choices[assign[v]]
+            for arg, value in node.inputs:
+                time += self._edge_parts(value, assign, c.ins[arg], c)[0]
+        return time
+
+    def overhead(self, counts: PlanCounts) -> float:
+        device = self.device
+        return (
+            counts.nodes * device.node_s
+            + counts.tasks * device.task_s
+            + counts.switches * device.switch_s
+            + counts.collectives * self.cluster.collective_wait_s
+        )
 
     def memory(self, assign: list) -> float:
         return self.fixed_memory + sum(node.memory[assign[v]] for v, node in enumerate(self.nodes))
@@ -199,10 +249,14 @@ def build_problem(calls: list, cluster: Cluster, pins: list = ()) -> Problem:
         nodes.append(node)
     for t, layout in pins:
         _pin(nodes, values[known[id(t)]], layout)
+    # NOTE: in a compiled plan an op's overhead is its node's
+    device = cluster.rank_device
+    device = dataclasses.replace(device, op_overhead_s=device.node_s)
     for node in nodes:
         # NOTE: a `to_global`'s cost is the boxing on its input edge
+        node.plan_nodes = _plan_nodes(node, values) if node.searched else 0
         node.compute = [
-            _compute(node, c, values, cluster) if node.searched else 0.0 for c in node.choices
+            _compute(node, c, values, device) if node.searched else 0.0 for c in node.choices
         ]
         node.memory = [
             sum(
@@ -226,7 +280,12 @@ def _pin(nodes: list, val: Value, layout: tuple) -> None:
     node.greedy = keep.index(greedy)  # the greedy choice gave the layout the pin found
 
 
-def _compute(node: Node, choice, values: list, cluster: Cluster) -> float:
+def _plan_nodes(node: Node, values: list) -> int:
+    """One node forward; with backward, two more (as `_compute` prices backward)."""
+    return 3 if any(values[value].requires_grad for _, value in node.inputs) else 1
+
+
+def _compute(node: Node, choice, values: list, device: DeviceProfile) -> float:
     """Forward time of the node's shard on rank 0, and backward's twice that when it needs
     one (the usual two products per product: the input's gradient and the weight's)."""
     coord = (0,) * len(node.hierarchy)
@@ -246,7 +305,7 @@ def _compute(node: Node, choice, values: list, cluster: Cluster) -> float:
     cost = _product_cost(node, shapes, itemsize)
     if cost is None:
         cost = pointwise_cost(shapes, outs[0] if outs else (), itemsize)
-    forward = op_time(cluster.device, cost, itemsize)
+    forward = op_time(device, cost, itemsize)
     return forward * (3 if backward else 1)
 
 

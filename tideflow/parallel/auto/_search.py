@@ -17,10 +17,11 @@ fastest plan fits, else the least lam (doubled, then bisected) whose plan fits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 
 from ...framework.errors import TideflowError
-from ._problem import Problem
+from ._problem import PlanCounts, Problem
 
 _MAX_SWEEPS = 20
 _BISECTIONS = 20
@@ -28,11 +29,21 @@ _BISECTIONS = 20
 
 @dataclass(frozen=True)
 class Solution:
+    """`time` is the search's prediction of the step, with the plan's nodes, tasks and
+    collectives counted from the op graph; `lowered` adds `step_time`, the same work priced
+    with the counts of the plan compiled from it."""
+
     assign: tuple  # per node: the index of its chosen layout
     time: float  # predicted step time, seconds
     memory: float  # predicted bytes per rank
     greedy_time: float
     greedy_memory: float
+    problem: Problem | None = field(default=None, repr=False, compare=False)
+    step_time: float | None = None
+
+    def lowered(self, counts: PlanCounts) -> Solution:
+        work = self.problem.work(list(self.assign))
+        return dataclasses.replace(self, step_time=work + self.problem.overhead(counts))
 
 
 def search(problem: Problem, memory_limit: float | None = None) -> Solution:
@@ -48,6 +59,7 @@ def search(problem: Problem, memory_limit: float | None = None) -> Solution:
         problem.memory(best),
         problem.total(greedy),
         problem.memory(greedy),
+        problem,
     )
 
 

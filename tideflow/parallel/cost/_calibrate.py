@@ -2,14 +2,17 @@
 `$XDG_CACHE_HOME/tideflow/cost_profile.json` (default `~/.cache`).
 
 - GEMMs: NumPy float32 matmuls whose smallest dimension d runs 16..1024 (square, and thin
-  ones as attention's); their rates r(d) are fitted to the devices' curve r = R d / (d + c)
-  by non-negative least squares on 1/r = 1/R + (c/R)(1/d), which is linear in 1/d. The
-  profile's peak is R with max_efficiency 1.
+  ones as attention's), with the BLAS threads this process has (recorded: ranks started
+  alike run as many); their rates r(d) are fitted to the devices' curve r = R d / (d + c).
+  The profile's peak is R with max_efficiency 1.
 - Bandwidth: a NumPy add of 32 MB operands (two read, one written).
 - Op overhead: a tideflow add of one-element tensors, less NumPy's own.
+- Graph overheads: per node, per task and per hand-over between stream threads of a
+  compiled plan (`nn.graph._overhead_probe`, in a process of its own).
 - Links: ping-pong of 8 bytes and 16 MB between two ranks of `mpiexec -n 2` through
   tideflow's MPI communicator (`_mpi_probe`); one machine has no second node, so the same
-  link stands for both levels.
+  link stands for both levels. With cores to spare, small all-reduces on twice as many
+  ranks as cores measure how long a collective waits for descheduled peers.
 """
 
 from __future__ import annotations
@@ -47,27 +50,62 @@ def cache_path() -> Path:
     return Path(base) / "tideflow" / "cost_profile.json"
 
 
-def _best_time(fn, repeats: int = 5) -> float:
+def _best_time(fn, repeats: int = 5, min_seconds: float = 0.05) -> float:
+    """The best of `repeats` timings, each of as many calls as fill `min_seconds`."""
     fn()  # warm caches and thread pools
+    start = time.perf_counter()
+    fn()
+    calls = max(1, int(min_seconds / max(time.perf_counter() - start, 1e-9)))
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - start) / calls)
     return best
 
 
+def cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, else the machine's)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def blas_threads() -> int:
+    """The threads NumPy's BLAS runs a GEMM on: threadpoolctl's reading when installed,
+    else the environment OpenBLAS and OpenMP read, else one per core (their default)."""
+    try:
+        import threadpoolctl
+    except ImportError:
+        threadpoolctl = None
+    if threadpoolctl is not None:
+        counts = [
+            p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"
+        ]
+        if counts:
+            return max(counts)
+    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(variable, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return cores()
+
+
 def fit_gemm_curve(sizes, rates) -> tuple[float, float]:
-    """(R, c) of r = R d / (d + c): least squares on 1/r = 1/R + (c/R)(1/d) with both
-    coefficients kept non-negative (a busy machine's noise made the unconstrained fit's
-    1/R negative); with no slope the peak is the best rate seen."""
+    """(R, c) of r = R d / (d + c), from 1/r = 1/R + (c/R)(1/d), linear in 1/d, by
+    non-negative least squares on relative errors: each row is weighted by its rate, so
+    the residual is r / r_fit - 1. Unweighted, the slowest rate (a thin GEMM, or one a busy
+    machine slowed) outweighs the others by its 1/r and drags the peak down to it.
+    With no slope left the peak is the best rate seen."""
     from scipy.optimize import nnls
 
+    rates = np.asarray(rates, float)
     inverse_sizes = 1 / np.asarray(sizes, float)
-    design = np.stack([np.ones_like(inverse_sizes), inverse_sizes], axis=1)
-    (inverse_peak, slope), _ = nnls(design, 1 / np.asarray(rates, float))
+    design = np.stack([np.ones_like(inverse_sizes), inverse_sizes], axis=1) * rates[:, None]
+    (inverse_peak, slope), _ = nnls(design, np.ones_like(rates))
     if inverse_peak <= 0:
-        return float(max(rates)), 0.0
+        return float(rates.max()), 0.0
     return float(1 / inverse_peak), float(slope / inverse_peak)
 
 
@@ -105,32 +143,70 @@ def measure_op_overhead(calls: int = 2000) -> float:
     return max(_best_time(many_tideflow, 3) - _best_time(many_numpy, 3), 0.0) / calls
 
 
-def measure_link(timeout_s: float = 120) -> Link:
+def _mpi_probe(ranks: int, timeout_s: float) -> dict:
     mpiexec = Path(sys.executable).parent / "mpiexec"
-    command = [str(mpiexec), "-n", "2", sys.executable, "-m", "tideflow.parallel.cost._mpi_probe"]
+    command = [str(mpiexec), "-n", str(ranks), sys.executable, "-m",
+               "tideflow.parallel.cost._mpi_probe"]  # fmt: skip
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=timeout_s, check=True
         )
-        measured = json.loads(done.stdout.strip().splitlines()[-1])
+        return json.loads(done.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:
         raise TideflowError(f"plan: cannot measure MPI links with {mpiexec}: {e!r}") from None
-    return Link(measured["bandwidth"], measured["latency_s"])
+
+
+def measure_link(timeout_s: float = 120) -> tuple[Link, float]:
+    """The link between two ranks, and their 8-byte all-reduce's time."""
+    measured = _mpi_probe(2, timeout_s)
+    return Link(measured["bandwidth"], measured["latency_s"]), measured["allreduce_s"]
+
+
+def measure_descheduled_wait(allreduce_s: float, timeout_s: float = 120) -> float:
+    """The full wait of a collective for descheduled peers (`Cluster.descheduled_wait_s`):
+    on 2C ranks over C cores half of them are off the cores, so the all-reduce's extra time
+    there is half of it. None measured on one core (two ranks already oversubscribe it) or
+    past 16 cores (a job of that many ranks is no quick measurement)."""
+    n = cores()
+    if not 2 <= n <= 16:
+        return 0.0
+    crowded = _mpi_probe(2 * n, timeout_s)["allreduce_s"]
+    return max(2 * (crowded - allreduce_s), 0.0)
+
+
+def measure_graph_overheads(timeout_s: float = 300) -> dict:
+    """{"node_s", "task_s", "switch_s"} of a compiled graph on this machine.
+
+    NOTE: graphs are built above this layer, so they are timed in a process of their own by
+    module name (which also keeps this process's state out of the timings)."""
+    command = [sys.executable, "-m", "tideflow.nn.graph._overhead_probe"]
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout_s, check=True
+        )
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:
+        raise TideflowError(f"plan: cannot time compiled graphs: {e!r}") from None
 
 
 def calibrate() -> dict:
     """Measure this machine and write the cache; returns what was written."""
     peak, half_size = measure_gemms()
-    link = measure_link()
+    link, allreduce_s = measure_link()
+    threads = blas_threads()
     profile = {
         "peak_flops": peak,
         "half_size": half_size,
+        "blas_threads": threads,
+        "gemm_cores": min(threads, cores()),
         "memory_bandwidth": measure_bandwidth(),
         "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
         "op_overhead_s": measure_op_overhead(),
+        **measure_graph_overheads(),
         "link_bandwidth": link.bandwidth,
         "link_latency_s": link.latency_s,
-        "cpus": os.cpu_count() or 1,
+        "descheduled_wait_s": measure_descheduled_wait(allreduce_s),
+        "cpus": cores(),
     }
     path = cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -139,10 +215,18 @@ def calibrate() -> dict:
 
 
 def local_cluster(nodes: int | None = None, gpus_per_node: int | None = None) -> Cluster:
-    """This machine as a cluster of `gpus_per_node` ranks (default: one per CPU), measured on
-    first use."""
+    """This machine as a cluster of `gpus_per_node` ranks (default: one per core) sharing
+    its cores, measured on first use."""
     path = cache_path()
     profile = json.loads(path.read_text()) if path.exists() else calibrate()
+    missing = {"gemm_cores", "node_s", "task_s", "switch_s", "descheduled_wait_s"} - set(profile)
+    if missing:
+        # NOTE: a profile cached before the graph's overheads were measured would price them
+        # at zero: measure again instead.
+        raise TideflowError(
+            f"plan: the cached profile {path} lacks {sorted(missing)}; run "
+            "`tideflow plan --cluster local --calibrate` to measure this machine again"
+        )
     device = DeviceProfile(
         "local",
         profile["peak_flops"],
@@ -151,9 +235,16 @@ def local_cluster(nodes: int | None = None, gpus_per_node: int | None = None) ->
         max_efficiency=1.0,
         half_size=profile["half_size"],
         op_overhead_s=profile["op_overhead_s"],
+        node_s=profile["node_s"],
+        task_s=profile["task_s"],
+        switch_s=profile["switch_s"],
+        gemm_cores=profile["gemm_cores"],
     )
     link = Link(profile["link_bandwidth"], profile["link_latency_s"])
     ranks = gpus_per_node or profile["cpus"]
     # NOTE: ranks on one machine share its memory.
     device = dataclasses.replace(device, memory_bytes=device.memory_bytes / ranks)
-    return Cluster(device, Network(link, link), ranks, nodes or 1)
+    return Cluster(
+        device, Network(link, link), ranks, nodes or 1,
+        cores_per_node=profile["cpus"], descheduled_wait_s=profile["descheduled_wait_s"],
+    )  # fmt: skip

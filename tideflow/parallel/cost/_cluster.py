@@ -24,14 +24,39 @@ from ._network import PRESET_NETWORKS, Link, Network
 
 @dataclasses.dataclass(frozen=True)
 class Cluster:
+    """`cores_per_node` is set where the ranks are processes sharing a node's CPU cores (the
+    `local` cluster), None where each rank has a device of its own. Ranks waiting in MPI spin
+    (busy polling), so a rank never gives its share of the cores away: each gets
+    cores/ranks of them however the step's work is spread. With more ranks than cores, some
+    are descheduled at any moment, and a collective waits for the scheduler to run its peers
+    again: `descheduled_wait_s` is that wait, measured, when every peer is out."""
+
     device: DeviceProfile
     network: Network
     gpus_per_node: int
     nodes: int
+    cores_per_node: float | None = None
+    descheduled_wait_s: float = 0.0
 
     @property
     def devices(self) -> int:
         return self.gpus_per_node * self.nodes
+
+    @property
+    def rank_device(self) -> DeviceProfile:
+        """The device as one rank sees it: its share of the node's cores."""
+        if self.cores_per_node is None:
+            return self.device
+        return self.device.on_cores(self.cores_per_node / self.gpus_per_node)
+
+    @property
+    def collective_wait_s(self) -> float:
+        """The expected wait of one collective for descheduled peers: the share of ranks off
+        the cores, (ranks - cores) / ranks, times the full wait."""
+        if self.cores_per_node is None or self.gpus_per_node <= self.cores_per_node:
+            return 0.0
+        off = (self.gpus_per_node - self.cores_per_node) / self.gpus_per_node
+        return off * self.descheduled_wait_s
 
 
 def _link(spec: dict) -> Link:

@@ -31,7 +31,11 @@ class DeviceProfile:
     """One device: dense half-precision peak, memory bandwidth and size, the GEMM curve.
 
     `op_overhead_s` is the time an op costs beyond its FLOPs and bytes (zero on GPUs, whose
-    kernels are queued ahead of execution; tideflow's dispatch cost on the `local` CPU)."""
+    kernels are queued ahead of execution; tideflow's dispatch cost on the `local` CPU).
+    A compiled graph pays instead `node_s` per node of its plan, `task_s` per task (an
+    actor's act and messages) and `switch_s` where a chain hands over to the other stream's
+    thread (see `compiler.lower`). `gemm_cores` is how many CPU cores the GEMM rate was
+    measured on (min(BLAS threads, cores)); None for an accelerator."""
 
     name: str
     peak_flops: float
@@ -40,6 +44,29 @@ class DeviceProfile:
     max_efficiency: float = PRESET_MAX_EFFICIENCY
     half_size: float = PRESET_HALF_SIZE
     op_overhead_s: float = 0.0
+    node_s: float = 0.0
+    task_s: float = 0.0
+    switch_s: float = 0.0
+    gemm_cores: float | None = None
+
+    def on_cores(self, cores: float) -> DeviceProfile:
+        """This CPU as a process gets it with `cores` cores to itself (a fraction when ranks
+        time-share them): BLAS spreads a GEMM over up to `gemm_cores` of them, everything
+        else (elementwise kernels, dispatch, the runtime's threads under one lock) runs on
+        one."""
+        if self.gemm_cores is None:
+            return self
+        gemm = min(cores, self.gemm_cores) / self.gemm_cores
+        serial = min(cores, 1.0)
+        return dataclasses.replace(
+            self,
+            peak_flops=self.peak_flops * gemm,
+            memory_bandwidth=self.memory_bandwidth * serial,
+            op_overhead_s=self.op_overhead_s / serial,
+            node_s=self.node_s / serial,
+            task_s=self.task_s / serial,
+            switch_s=self.switch_s / serial,
+        )
 
     def gemm_efficiency(self, m: int, n: int, k: int) -> float:
         d = min(m, n, k)

@@ -113,7 +113,7 @@ def evaluate(
     if not 0 <= dp_overlap <= 1:
         raise ArgumentError(f"plan: dp_overlap is a fraction in [0, 1], got {dp_overlap}")
     tp, pp, dp, b, v = layout.tp, layout.pp, layout.dp, layout.micro_batch, layout.interleave
-    device, net, g = cluster.device, cluster.network, cluster.gpus_per_node
+    device, net, g = cluster.rank_device, cluster.network, cluster.gpus_per_node
     m = global_batch // (dp * b)
 
     layer = layer_forward(spec, device, b, tp)
