@@ -124,6 +124,26 @@ def test_norm_errors():
         flow.linalg.norm(flow.ones(2, 2, 2), 2)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_singular_value_norms_refuse_half_precision_as_pytorch(dtype):
+    torch = pytest.importorskip("torch")
+    data = np.arange(6.0).reshape(2, 3)
+    t, x = torch.tensor(data).to(getattr(torch, dtype)), flow.tensor(data).to(getattr(flow, dtype))
+    calls = [
+        lambda lib, a: lib.linalg.matrix_norm(a, "nuc"),
+        lambda lib, a: lib.linalg.matrix_norm(a, -2, dtype=lib.float32),  # the input's dtype
+        lambda lib, a: lib.linalg.norm(a, 2),
+        lambda lib, a: lib.norm(a, "nuc"),
+    ]
+    for call in calls:
+        with pytest.raises(RuntimeError, match="matrix_norm: Low precision dtypes not supported"):
+            call(torch, t)
+        with pytest.raises(DTypeError, match=rf"^linalg\.matrix_norm: low precision .* {dtype}$"):
+            call(flow, x)
+    # the norms without singular values compute in half precision in both
+    assert flow.linalg.matrix_norm(x, 1).dtype is getattr(flow, dtype)
+
+
 # -- results --------------------------------------------------------------------------------
 def test_named_results():
     x = _t([[1.0, 5.0, 5.0], [7.0, 2.0, 0.0]])

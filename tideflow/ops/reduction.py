@@ -949,6 +949,9 @@ def vector_norm(x: Tensor, ord=2, dim=None, keepdim=False, *, dtype=None):
     return dispatch(_vector_norm, (x,), {"ord": ord, "dim": _dims(dim), "keepdim": keepdim})
 
 
+_SINGULAR_VALUE_ORDS = ("nuc", 2, -2)
+
+
 @checked
 def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     """Matrix norm over the two dims `dim`, like torch.linalg.matrix_norm: 'fro' (Frobenius),
@@ -964,6 +967,12 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None
             f"{op}: the input must have at least 2 dimensions, got shape {list(A.shape)}"
         )
     _require_float(op, A.dtype.np)
+    if ord in _SINGULAR_VALUE_ORDS and A.dtype in (dtypes.float16, dtypes.bfloat16):
+        # NOTE: as PyTorch, whose singular values (LAPACK) have no half precision; it refuses
+        # the input's dtype even when dtype= asks for float32
+        raise DTypeError(
+            f"{op}: low precision dtypes are not supported for ord={ord!r}, got {A.dtype.name}"
+        )
     if len(dim) != 2:
         raise ShapeError(f"{op}: dim must name 2 dimensions, got {dim!r}")
     rows, cols = (normalize_dim(op, d, A.ndim) for d in dim)
@@ -978,7 +987,7 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None
         pick = amax if ord > 0 else amin
         out = pick(A.abs().sum(summed, keepdim=True), picked, keepdim=True)
         return out if keepdim else out.reshape(reduce_meta_shape(A.shape, (rows, cols), False))
-    if ord in ("nuc", 2, -2):
+    if ord in _SINGULAR_VALUE_ORDS:
         return _singular_value_norm(A, ord, rows, cols, keepdim)
     raise ValueError(f"{op}: order {ord!r} is not supported")
 

@@ -2,6 +2,7 @@ import math
 
 import numpy as np
 
+from ..accuracy import HALVES
 from ..harness import resolve
 from ..opinfo import ALL_FLOATS, FLOATS, INTS, OpInfo, Sample, make_array, reduction_samples
 
@@ -160,7 +161,28 @@ def _linalg_norm_samples(rng, dtype):
         Sample((make_array(rng, (3, 4), dtype),), {"ord": "fro"}),
         Sample((make_array(rng, (2, 3, 4), dtype),), {"ord": 3, "dim": 1}),
         Sample((make_array(rng, (2, 3, 4), dtype),), {"ord": -1, "dim": (0, 2)}),
-        Sample((make_array(rng, (3, 4), dtype),), {"ord": "nuc"}),
+        *(  # NOTE: PyTorch has no half-precision singular values (nor has tideflow)
+            [] if dtype in HALVES else [Sample((make_array(rng, (3, 4), dtype),), {"ord": "nuc"})]
+        ),
+    ]
+
+
+def _beyond_half_sums(rng, dtype):
+    """Means of values near 1000 (and NaNs) whose sum passes float16's largest value, 65504:
+    a mean that sums in the input's dtype overflows."""
+    x = _plant(np.nan)(make_array(rng, (2, 100), dtype, 900.0, 1100.0), rng)
+    return [Sample((x,), {"dim": 1}), Sample((x,))]
+
+
+def _near_zero_logsumexp(rng, dtype):
+    """Rows of n values near log(1/n), whose logsumexp is near 0: rounding log(sum(exp)) to
+    the input's dtype before adding the max back would leave no correct digit."""
+    return [
+        Sample(
+            (make_array(rng, (3, n), dtype, math.log(1 / n) - 0.05, math.log(1 / n) + 0.05),),
+            {"dim": 1},
+        )
+        for n in (4, 16)
     ]
 
 
@@ -251,6 +273,7 @@ RECORDS = [
     ),
     OpInfo("mean", _empty([((0, 3), 1), ((2, 0), 1)]), variant="empty"),
     OpInfo("nanmean", _samples(prepare=_plant(np.nan)), dtypes=ALL_FLOATS),
+    OpInfo("nanmean", _beyond_half_sums, variant="beyond_half_sums", dtypes=ALL_FLOATS),
     # -- products ------------------------------------------------------------------------
     OpInfo("prod", _samples(SINGLE_DIMS, low=0.5, high=2.0), dtypes=ALL_FLOATS),
     OpInfo("prod", _samples(SINGLE_DIMS, prepare=_plant(0.0, 1)), variant="one_zero"),
@@ -318,6 +341,7 @@ RECORDS = [
         _samples((1, (0, 2)), scalar=False, prepare=_plant(-math.inf, 3)),
         variant="neg_inf",
     ),
+    OpInfo("logsumexp", _near_zero_logsumexp, variant="near_zero", dtypes=ALL_FLOATS),
     OpInfo(
         "logsumexp",
         _samples((0, 1), scalar=False),
@@ -328,7 +352,11 @@ RECORDS = [
         atol=1e-5,
     ),
     # -- norms ---------------------------------------------------------------------------
-    OpInfo("norm", _norm_samples(("fro", 2, 1, 3, 0.5, 0, math.inf, -math.inf), key="p")),
+    OpInfo(
+        "norm",
+        _norm_samples(("fro", 2, 1, 3, 0.5, 0, math.inf, -math.inf), key="p"),
+        dtypes=ALL_FLOATS,
+    ),
     OpInfo(
         "norm",
         lambda rng, dt: [
@@ -359,7 +387,11 @@ RECORDS = [
         torch=_torch_dtype_kw("linalg.vector_norm"),
         dtypes=("float32",),
     ),
-    OpInfo("linalg.matrix_norm", _matrix_norm_samples(("fro", 1, -1, math.inf, -math.inf))),
+    OpInfo(
+        "linalg.matrix_norm",
+        _matrix_norm_samples(("fro", 1, -1, math.inf, -math.inf)),
+        dtypes=ALL_FLOATS,
+    ),
     OpInfo(
         "linalg.matrix_norm",
         _matrix_norm_samples(("nuc", 2, -2)),
@@ -367,7 +399,9 @@ RECORDS = [
         rtol=1e-4,  # float32 singular values from the Gram matrix's eigenvalues
         atol=1e-5,
     ),
-    OpInfo("linalg.norm", _linalg_norm_samples, rtol=1e-4, atol=1e-5),  # 'nuc': as above
+    OpInfo(  # 'nuc': as above
+        "linalg.norm", _linalg_norm_samples, dtypes=ALL_FLOATS, rtol=1e-4, atol=1e-5
+    ),
     # -- logical -------------------------------------------------------------------------
     OpInfo("all", _logical_samples, dtypes=("bool", "float32", "int64", "uint8"), grad=False),
     OpInfo("any", _logical_samples, dtypes=("bool", "float32", "int64", "uint8"), grad=False),

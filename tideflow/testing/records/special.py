@@ -107,7 +107,11 @@ RECORDS = [
     OpInfo(
         "special.zeta", _pairs((1.5, 4.0), (0.5, 3.0), rscalars=(2.5, 3), grad=False), dtypes=FLOATS
     ),
-    OpInfo("special.xlog1py", _pairs((-3.0, 3.0), (-0.9, 3.0), scalars=(2.5,), rscalars=(2,))),
+    OpInfo(
+        "special.xlog1py",
+        _pairs((-3.0, 3.0), (-0.9, 3.0), scalars=(2.5,), rscalars=(2,)),
+        dtypes=ALL_FLOATS,
+    ),
     # Bessel functions
     *float_function("i0", _with_specials(-3.0, 3.0, [0.0, np.inf, -np.inf, np.nan])),
     *float_function("special.i0e", samples()),
