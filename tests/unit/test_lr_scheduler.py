@@ -5,15 +5,33 @@ restored from state dicts; plus the warnings and errors PyTorch users rely on.""
 import io
 import math
 import warnings
+from contextlib import contextmanager
 
 import pytest
 
 import tideflow as flow
+from tideflow.framework.conventions import follow_pytorch
 from tideflow.io import load, save
 from tideflow.optim import lr_scheduler
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
+
+
+@contextmanager
+def _pytorch_convention():
+    """What a mock_torch session sets: PyTorch's behaviour where OneFlow's differs."""
+    follow_pytorch(True)
+    try:
+        yield
+    finally:
+        follow_pytorch(False)
+
+
+def _torch_polynomial(s, o):
+    """PolynomialLR with PyTorch's arguments (tideflow's takes them under mock_torch)."""
+    with _pytorch_convention():
+        return s.PolynomialLR(o, total_iters=6, power=2.0)
 
 
 def _optimizer(lib, kind="sgd"):
@@ -73,7 +91,7 @@ SCHEDULES = {
         8,
     ),
     "ConstantLR": ("sgd", lambda s, o: s.ConstantLR(o, factor=0.5, total_iters=3), 6),
-    "PolynomialLR": ("sgd", lambda s, o: s.PolynomialLR(o, total_iters=6, power=2.0), 9),
+    "PolynomialLR": ("sgd", _torch_polynomial, 9),
     "OneCycleLR-sgd": ("sgd", lambda s, o: s.OneCycleLR(o, max_lr=[0.1, 0.2], total_steps=20), 20),
     "OneCycleLR-adam-three-phase": (
         "adam",
@@ -173,7 +191,7 @@ CLOSED_FORMS = {
     "CosineAnnealingLR": lambda s, o: s.CosineAnnealingLR(o, T_max=5, eta_min=1e-3),
     "LinearLR": lambda s, o: s.LinearLR(o, start_factor=0.25, total_iters=4),
     "ConstantLR": lambda s, o: s.ConstantLR(o, factor=0.5, total_iters=3),
-    "PolynomialLR": lambda s, o: s.PolynomialLR(o, total_iters=6, power=2.0),
+    "PolynomialLR": _torch_polynomial,
     "LambdaLR": lambda s, o: s.LambdaLR(o, lambda e: 0.9**e),  # no closed form: get_lr
 }
 
@@ -485,3 +503,41 @@ def test_plateau_with_a_new_param_group_needs_matching_min_lrs():
     sched.step(1.0)
     with pytest.raises(RuntimeError, match=r"number of param groups in the `optimizer` \(3\)"):
         sched.step(2.0)
+
+
+# -- OneFlow's spellings ----------------------------------------------------------------------
+def _oneflow_polynomial(step, steps, end, power, cycle, base):
+    """OneFlow's documented PolynomialLR formula."""
+    if cycle:
+        steps *= math.ceil(max(step, 1) / steps)
+    else:
+        step = min(step, steps)
+    return (base - end) * (1 - step / steps) ** power + end
+
+
+@pytest.mark.parametrize("cycle", [False, True])
+def test_polynomial_lr_takes_oneflows_arguments_under_tideflow(cycle):
+    opt = _optimizer(flow)
+    sched = lr_scheduler.PolynomialLR(opt, 4, 0.001, 2.0, cycle)  # OneFlow's positional order
+    for step in range(10):
+        expected = [_oneflow_polynomial(step, 4, 0.001, 2.0, cycle, base) for base in (0.1, 0.05)]
+        assert sched.get_last_lr() == pytest.approx(expected)
+        opt.step()
+        sched.step()
+    with pytest.raises(TypeError, match=r"PolynomialLR\(optimizer, steps"):
+        lr_scheduler.PolynomialLR(_optimizer(flow), total_iters=4)
+    with pytest.raises(ValueError, match="steps must greater than zero, but got 0"):
+        lr_scheduler.PolynomialLR(_optimizer(flow), steps=0)
+
+
+def test_last_step_is_oneflows_name_for_last_epoch():
+    opt = _optimizer(flow)
+    sched = lr_scheduler.StepLR(opt, step_size=2)
+    for _ in range(3):
+        opt.step()
+        sched.step()
+    assert sched.last_step == sched.last_epoch == 3
+    # resuming: the constructor's step moves past the given one, either way it is spelled
+    assert lr_scheduler.StepLR(opt, step_size=2, last_step=3).last_epoch == 4
+    with pytest.raises(TypeError, match="give last_epoch or last_step, not both"):
+        lr_scheduler.StepLR(opt, step_size=2, last_step=3, last_epoch=3)

@@ -4,6 +4,9 @@ Each scheduler computes the same learning rates as its PyTorch namesake at every
 chainable (recursive) form when stepped, the closed form when `step(epoch)` is given, both
 written in the same order of floating-point operations as PyTorch.
 
+OneFlow's spellings are accepted too: `last_step=` for `last_epoch=` (and `.last_step`),
+and PolynomialLR's OneFlow form (steps, end_learning_rate, cycle) under `import tideflow`.
+
 A scheduler's `state_dict()` holds every attribute but the optimizer (and the lambdas of
 LambdaLR / MultiplicativeLR, as in PyTorch), as plain Python values, so `flow.save` can
 store it. Call `optimizer.step()` before `scheduler.step()`; the reverse order warns.
@@ -18,8 +21,10 @@ import weakref
 from bisect import bisect_right
 from collections import Counter
 from contextlib import contextmanager
-from functools import partial
+from functools import partial, wraps
+from inspect import signature
 
+from ..framework.conventions import follows_pytorch
 from .optimizer import Optimizer
 
 __all__ = [
@@ -91,6 +96,23 @@ def _track_optimizer_steps(optimizer: Optimizer) -> None:
     optimizer.step = wrapper
 
 
+def _accepting_last_step(init):
+    """`init` taking OneFlow's `last_step=` as its `last_epoch=` (OneFlow's schedulers count
+    steps where PyTorch's count epochs; the value means the same)."""
+    if "last_epoch" not in signature(init).parameters:
+        return init
+
+    @wraps(init)
+    def wrapper(self, *args, **kwargs):
+        if "last_step" in kwargs:
+            if "last_epoch" in kwargs:
+                raise TypeError(f"{type(self).__name__}: give last_epoch or last_step, not both")
+            kwargs["last_epoch"] = kwargs.pop("last_step")
+        init(self, *args, **kwargs)
+
+    return wrapper
+
+
 @contextmanager
 def _flag(scheduler, name: str):
     setattr(scheduler, name, True)
@@ -123,6 +145,16 @@ class LRScheduler:
     # NOTE: attributes that are not state: the optimizer (saved on its own) and the flags
     # set only while a step runs.
     _not_state = frozenset({"optimizer", "_get_lr_called_within_step", "_is_initial"})
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _accepting_last_step(cls.__init__)
+
+    @property
+    def last_step(self) -> int:
+        """OneFlow's name for `last_epoch`."""
+        return self.last_epoch
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
         _check_optimizer(optimizer)
@@ -453,22 +485,53 @@ class ExponentialLR(LRScheduler):
         return [base_lr * self.gamma**self.last_epoch for base_lr in self.base_lrs]
 
 
+def _pytorch_polynomial(optimizer, total_iters=5, power=1.0, last_epoch=-1):
+    """PyTorch's PolynomialLR arguments (the rate decays to 0)."""
+
+
+def _oneflow_polynomial(optimizer, steps, end_learning_rate=0.0001, power=1.0, cycle=False,
+                        last_epoch=-1):  # fmt: skip
+    """OneFlow's PolynomialLR arguments (to end_learning_rate; `cycle` restarts the decay
+    with a period of a multiple of `steps`)."""
+
+
 class PolynomialLR(LRScheduler):
-    """Decay the learning rate as `(1 - epoch / total_iters) ** power` until `total_iters`.
+    """Decay the learning rate polynomially over `total_iters` steps: `(base_lr - end) *
+    (1 - step / total_iters) ** power + end`.
+
+    The arguments are PyTorch's `(optimizer, total_iters=5, power=1.0, last_epoch=-1)` (the
+    rate ends at 0) under `mock_torch`, and OneFlow's `(optimizer, steps, end_learning_rate=
+    1e-4, power=1.0, cycle=False, last_step=-1)` under `import tideflow`, where `cycle`
+    stretches the decay to the next multiple of `steps` instead of holding the end rate.
 
     >>> import tideflow as flow
     >>> opt = flow.optim.SGD([flow.nn.Parameter(flow.zeros(2))], lr=0.1)
-    >>> sched = flow.optim.lr_scheduler.PolynomialLR(opt, total_iters=4, power=2.0)
+    >>> sched = flow.optim.lr_scheduler.PolynomialLR(opt, steps=4, end_learning_rate=0.0, power=2.0)
     """
 
-    def __init__(self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0,
-                 last_epoch: int = -1) -> None:  # fmt: skip
-        self.total_iters = total_iters
-        self.power = power
-        super().__init__(optimizer, last_epoch)
+    def __init__(self, optimizer: Optimizer, *args, **kwargs) -> None:
+        form = _pytorch_polynomial if follows_pytorch() else _oneflow_polynomial
+        try:
+            bound = signature(form).bind(optimizer, *args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"PolynomialLR{signature(form)}: {e}") from None
+        bound.apply_defaults()
+        given = bound.arguments
+        self.total_iters = given.get("total_iters", given.get("steps"))
+        if not self.total_iters > 0:
+            raise ValueError(f"steps must greater than zero, but got {self.total_iters}")
+        self.power = given["power"]
+        self.end_learning_rate = given.get("end_learning_rate", 0.0)
+        self.cycle = given.get("cycle", False)
+        # NOTE: PyTorch's form steps the rate from the current one (chainable); OneFlow's is
+        # closed, from the initial rates
+        self._chainable = form is _pytorch_polynomial
+        super().__init__(optimizer, given["last_epoch"])
 
     def get_lr(self) -> list[float]:
         self._warn_if_called_outside_step()
+        if not self._chainable:
+            return self._get_closed_form_lr()
         if self._is_initial or self.last_epoch > self.total_iters:
             return _group_values(self.optimizer, "lr")
         decay = (
@@ -478,11 +541,14 @@ class PolynomialLR(LRScheduler):
         return [group["lr"] * decay for group in self.optimizer.param_groups]
 
     def _get_closed_form_lr(self) -> list[float]:
-        return [
-            base_lr
-            * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
-            for base_lr in self.base_lrs
-        ]
+        period, step = self.total_iters, self.last_epoch
+        if self.cycle:
+            period *= math.ceil(max(step, 1) / period)
+        else:
+            step = min(step, period)
+        decay = (1.0 - step / period) ** self.power
+        end = self.end_learning_rate
+        return [(base_lr - end) * decay + end for base_lr in self.base_lrs]
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -611,12 +677,12 @@ class CosineDecayLR(LRScheduler):
     """
 
     def __init__(self, optimizer: Optimizer, decay_steps: int, alpha: float = 0.0,
-                 last_step: int = -1) -> None:  # fmt: skip
+                 last_epoch: int = -1) -> None:  # fmt: skip
         if not decay_steps > 0:
             raise ValueError(f"decay_steps must greater than zero, but got {decay_steps}")
         self.decay_steps = decay_steps
         self.alpha = alpha
-        super().__init__(optimizer, last_step)
+        super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
         self._warn_if_called_outside_step()
