@@ -6,6 +6,8 @@ torch` programs run on tideflow and expect PyTorch's behaviour; the mock switche
 its session. The few places that differ read `follows_pytorch()`:
 - `Tensor.numpy()` on a tensor that requires grad: OneFlow returns the values, PyTorch
   raises (use `detach().numpy()`).
+- `optim.lr_scheduler.PolynomialLR`'s arguments: OneFlow's `(steps, end_learning_rate,
+  power, cycle)` or PyTorch's `(total_iters, power)`.
 """
 
 from __future__ import annotations
