@@ -128,3 +128,9 @@ def test_sequence_of_tensors_names_the_element():
         r"NoneType$",
     ):
         flow.meshgrid([x, None])
+    with pytest.raises(
+        flow.ArgumentError,
+        match=r"^broadcast_tensors\(\): expected Tensor as element 0 in argument 0 \('tensors'\), "
+        r"but got list$",
+    ):
+        flow.broadcast_tensors([x, x])  # PyTorch takes these tensors one by one only

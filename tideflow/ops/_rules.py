@@ -153,8 +153,8 @@ def checked(fn: Callable) -> Callable:
     annotates as `Tensor` (or `Tensor | None`; or `Tensor | Number` for an operand that may be
     a number): any other value (None where not allowed, a string, a list) raises
     `tensor_arg`'s TypeError naming the op (`fn`'s name) and the argument, before any
-    attribute of it is read. `*tensors: Tensor` checks each element (of a single list or
-    tuple given in their place too: `meshgrid([x, y])`)."""
+    attribute of it is read. `*tensors: Tensor` checks each element (a function that also
+    takes them as one list checks that itself: see `tensors_arg`)."""
     checks = []  # (0-based position or None when keyword-only, name, check, None allowed)
     rest = None  # (0-based position, name) of `*name: Tensor`
     for i, p in enumerate(inspect.signature(fn).parameters.values()):
@@ -178,10 +178,7 @@ def checked(fn: Callable) -> Callable:
             if not (optional and value is None):
                 check(op, name, None if position is None else position + 1, value)
         if rest is not None:
-            values = args[rest[0] :]
-            if len(values) == 1 and isinstance(values[0], list | tuple):
-                values = values[0]
-            tensors_arg(op, rest[1], rest[0], values)
+            tensors_arg(op, rest[1], rest[0], args[rest[0] :])
         return fn(*args, **kwargs)
 
     return wrapper

@@ -1064,9 +1064,10 @@ def slogdet(A: Tensor):
 
 
 @checked
-def logdet(A: Tensor):
-    """log(det(A)): NaN where the determinant is negative, -inf where it is 0 (see `slogdet`)."""
-    sign, logabsdet = slogdet(A)
+def logdet(input: Tensor):
+    """log(det(input)): NaN where the determinant is negative, -inf where it is 0 (see
+    `slogdet`)."""
+    sign, logabsdet = slogdet(input)
     return where(sign < 0, math.nan, logabsdet)
 
 

@@ -32,6 +32,7 @@ from ._rules import (
     methods,
     normalize_dim,
     tensor_arg,
+    tensors_arg,
 )
 from ._rules import broadcast_shapes as _broadcast
 
@@ -488,12 +489,12 @@ def broadcast_tensors(*tensors: Tensor):
     return tuple(expand(t, shape) for t in tensors)
 
 
-@checked
-def meshgrid(*tensors: Tensor, indexing=None):
+def meshgrid(*tensors, indexing=None):
     """Coordinate grids from 0-d/1-d tensors: output i varies along dim i (`indexing='ij'`, the
     default) or, with `'xy'`, the first two dims swap (Cartesian x-y order). Views."""
     if len(tensors) == 1 and isinstance(tensors[0], tuple | list):
         tensors = tuple(tensors[0])
+    tensors_arg("meshgrid", "tensors", 0, tensors)
     if indexing is None:
         indexing = "ij"
     if indexing not in ("ij", "xy"):
