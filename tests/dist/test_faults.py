@@ -2,7 +2,8 @@
 which rank failed and what it was doing, and leaves no process behind.
 
 The faults are injected by `tideflow.distributed.faults` at each kind of point (an eager
-collective, a DDP bucket's all-reduce, a compiled graph's communication, a sharded save),
+collective, a DDP bucket's all-reduce, a compiled graph's communication, a sharded save,
+the middle of a collective made of several steps, its part of the first one sent),
 at an arrival the run's seed picks: an exception, a SIGKILL, or a stall that the
 communication timeout must end. Each (point, kind) runs once here and 20 times in the slow
 test. Raising and killed ranks run under the tideflow launcher, which names a rank that
@@ -74,6 +75,8 @@ def _run_once(launch, tmp_path, point: str, kind: str, seed: int) -> float:
     output = job.stdout + job.stderr
     assert log.exists(), f"the fault was never reached:\n{output}"
     fault_time, pid, _, doing = log.read_text().split(" ", 3)
+    # "rank 1 at collective (all_reduce), arrival 2" -> "collective (all_reduce)"
+    where = doing.split(" at ", 1)[1].rsplit(", arrival", 1)[0]
     assert job.returncode != 0, output
     assert ": ok" not in job.stdout, output  # no rank went on past the failure
     _no_process_left(tag)
@@ -82,15 +85,14 @@ def _run_once(launch, tmp_path, point: str, kind: str, seed: int) -> float:
         assert "InjectedFault" in output, output
         assert "died without a word" not in output, output  # the others died of its abort
     elif kind == "kill":
-        # "rank 1 at collective (all_reduce), arrival 2" -> "collective (all_reduce)"
-        where = doing.split(" at ", 1)[1].rsplit(", arrival", 1)[0]
         named = f"tideflow: rank {FAILING} (pid {pid}) died without a word"
         assert named in output and f"it was last at {where}" in output, output
         assert output.count("died without a word") == 1, output  # not the ranks killed after
     else:
         what = f"did not finish within {STALL_TIMEOUT_S} s: ranks [{FAILING}] had not joined it"
         assert what in output, output
-        assert f"rank {FAILING}: in no blocking call" in output, output
+        stalled = f"rank {FAILING}: in no blocking call (computing, stalled, or somewhere else)"
+        assert f"{stalled}; it was last at {where}" in output, output
     elapsed = ended - float(fault_time)
     assert elapsed < BOUND_S, f"{doing.strip()}: the job ended {elapsed:.1f} s after the fault"
     return elapsed

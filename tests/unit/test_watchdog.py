@@ -14,7 +14,7 @@ ALL = (0, 1, 2, 3)
 
 
 class _Answers:
-    """Attendance answering from a table: rank -> its calls in flight (None: no answer)."""
+    """Attendance answering from a table: rank -> its state (None: no answer)."""
 
     def __init__(self, table):
         self.table = table
@@ -23,6 +23,11 @@ class _Answers:
     def ask(self, ranks, in_flight):
         self.asked = ranks
         return {r: self.table[r] for r in ranks}
+
+
+def _in(*calls, last=None) -> dict:
+    """A rank's answer: its blocking calls in flight, the last point it reached."""
+    return {"calls": list(calls), "last": last}
 
 
 def _report(table, call=("allgather", ALL)) -> tuple[str, _Answers]:
@@ -35,7 +40,7 @@ def _report(table, call=("allgather", ALL)) -> tuple[str, _Answers]:
 
 
 def test_the_report_names_the_ranks_that_had_not_joined():
-    text, answers = _report({1: [], 2: [("allgather", ALL)], 3: None})
+    text, answers = _report({1: _in(), 2: _in(("allgather", ALL)), 3: None})
     assert answers.asked == [1, 2, 3]
     assert text.splitlines() == [
         "tideflow: rank 0: allgather on ranks [0, 1, 2, 3] did not finish within 5 s: "
@@ -47,15 +52,23 @@ def test_the_report_names_the_ranks_that_had_not_joined():
 
 
 def test_a_rank_in_another_call_has_not_joined():
-    text, _ = _report({1: [("bcast", (0, 1))]}, call=("allreduce", (0, 1)))
+    text, _ = _report({1: _in(("bcast", (0, 1)))}, call=("allreduce", (0, 1)))
     assert "ranks [1] had not joined it" in text
     assert "  rank 1: in bcast on ranks [0, 1]" in text
 
 
 def test_a_call_every_rank_is_in_says_so():
-    text, _ = _report({1: [("barrier", (0, 1))]}, call=("barrier", (0, 1)))
+    text, _ = _report({1: _in(("barrier", (0, 1)))}, call=("barrier", (0, 1)))
     assert text.endswith("did not finish within 5 s: every rank of the group is in it; aborting "
                          "the job")  # fmt: skip
+
+
+def test_a_rank_that_stopped_between_the_steps_of_a_collective_says_where():
+    last = "mid_collective (all_gather_object, sizes exchanged)"
+    text, _ = _report({1: _in(last=last), 2: _in(("allgather", ALL)), 3: _in(("allgather", ALL))})
+    assert "ranks [1] had not joined it" in text
+    assert f"  rank 1: in no blocking call (computing, stalled, or somewhere else); it was " \
+        f"last at {last}" in text  # fmt: skip
 
 
 def _timeout_of(script: str, **env: str) -> float:

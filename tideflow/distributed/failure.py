@@ -111,6 +111,13 @@ class Watchdog:
     def in_flight(self) -> list[tuple[str, tuple[int, ...]]]:
         return [(call, ranks) for call, ranks, _ in list(self._calls.values())]
 
+    def state(self) -> dict:
+        """What this rank tells the others: its calls in flight and the last communication
+        point it reached (known where faults.py's points are armed: under the launcher)."""
+        from . import faults  # NOTE: here, as faults imports world, which imports this module
+
+        return {"calls": self.in_flight(), "last": faults.last_point}
+
     def stop(self) -> None:
         """End the thread (before MPI finalizes: it must make no MPI call after)."""
         self._stopped.set()
@@ -121,7 +128,7 @@ class Watchdog:
         # for this thread's answer
         while not self._stopped.wait(min(max(self.timeout / 4, 0.01), _ANSWER_TICK)):
             if self._attendance is not None:
-                self._attendance.answer(self.in_flight())
+                self._attendance.answer(self.state())
             now = time.monotonic()
             for call, ranks, started in list(self._calls.values()):
                 if now - started > self.timeout:
@@ -135,8 +142,10 @@ class Watchdog:
         if self._attendance is None:
             return f"{head} (a rank failed, or the ranks called different ones); aborting the job"
         others = [r for r in ranks if r != self.rank]
-        answers = self._attendance.ask(others, self.in_flight)
-        joined = [r for r in others if answers[r] is not None and (call, ranks) in answers[r]]
+        answers = self._attendance.ask(others, self.state)
+        joined = [
+            r for r in others if answers[r] is not None and (call, ranks) in answers[r]["calls"]
+        ]
         missing = [r for r in others if r not in joined]
         if not missing:
             return f"{head}: every rank of the group is in it; aborting the job"
@@ -150,12 +159,14 @@ class Watchdog:
 _ANSWER_TICK = 0.25  # seconds; a rank asking waits up to attendance.ANSWER_WAIT
 
 
-def _doing(calls) -> str:
-    if calls is None:
+def _doing(answer) -> str:
+    if answer is None:
         return "did not answer (dead, or stuck outside Python)"
+    calls, last = answer["calls"], answer.get("last")
+    where = f"; it was last at {last}" if last else ""
     if not calls:
-        return "in no blocking call (computing, stalled, or somewhere else)"
-    return "in " + ", ".join(f"{call} on ranks {list(ranks)}" for call, ranks in calls)
+        return f"in no blocking call (computing, stalled, or somewhere else){where}"
+    return "in " + ", ".join(f"{call} on ranks {list(ranks)}" for call, ranks in calls) + where
 
 
 class _Watched:

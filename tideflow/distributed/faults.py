@@ -7,6 +7,9 @@ fails. Points, each consulted in one place:
   ddp_bucket   DistributedDataParallel starting a gradient bucket's all-reduce
   graph        a communicating node (boxing, send/recv) of a compiled nn.Graph
   checkpoint   a rank writing its shards of a sharded save
+  mid_collective  a rank between two steps of a collective made of several, its part of
+               the first sent: all_gather_object and broadcast_object_list between the size
+               exchange and the payload, DDP's gradient all-reduce between two buckets
 Kinds: `raise` (an `InjectedFault`), `kill` (SIGKILL to this process, no last words),
 `stall` (sleep for an hour, as a rank stuck in I/O or in a deadlock would).
 The seed picks which arrival at the point fails, among the first `SPAN`, so that repeated
@@ -33,7 +36,7 @@ from .world import launcher_rank_and_size
 
 SPEC_VAR = "TIDEFLOW_FAULT"
 LOG_VAR = "TIDEFLOW_FAULT_LOG"
-POINTS = ("collective", "ddp_bucket", "graph", "checkpoint")
+POINTS = ("collective", "ddp_bucket", "graph", "checkpoint", "mid_collective")
 KINDS = ("raise", "kill", "stall")
 SPAN = 3  # the failing arrival is one of the first SPAN at the point
 _STALL_SECONDS = 3600.0
@@ -77,13 +80,16 @@ def _plan_from_environment() -> _Plan | None:
 
 _plan = _plan_from_environment()
 armed = _plan is not None or records.kept
+last_point: str | None = None  # where this rank was last, once armed: "collective (barrier)"
 
 
 def reached(point: str, what: str) -> None:
     """This rank arrives at `point`, about to do `what` ('all_reduce', 'bucket 2 of 3'): if
     this is the planned arrival, fail. Call only under `if faults.armed:`."""
+    global last_point
+    last_point = f"{point} ({what})"
     if records.kept:
-        records.doing(f"{point} ({what})")
+        records.doing(last_point)
     plan = _plan
     if plan is None or plan.point != point:
         return

@@ -13,6 +13,7 @@ from itertools import accumulate
 import numpy as np
 
 from ..framework.errors import TideflowError
+from . import faults
 from .arguments import group_rank, member_group
 
 
@@ -32,6 +33,8 @@ def all_gather_object(object_list: list, obj, group=None) -> None:
     payload = _pickled(obj)
     sizes = np.empty(pg.size(), np.int64)
     pg.comm.allgather(np.array([payload.size], np.int64), sizes)
+    if faults.armed:
+        faults.reached("mid_collective", "all_gather_object, sizes exchanged")
     received = np.empty(int(sizes.sum()), np.uint8)
     pg.comm.allgather(payload, received, sizes.tolist())
     starts = [0, *accumulate(sizes.tolist())]
@@ -60,6 +63,8 @@ def broadcast_object_list(
     payload = _pickled(list(object_list)) if at_root else None
     size = np.array([payload.size if at_root else 0], np.int64)
     pg.comm.bcast(size, root)
+    if faults.armed:
+        faults.reached("mid_collective", "broadcast_object_list, size broadcast")
     if not at_root:
         payload = np.empty(int(size[0]), np.uint8)
     pg.comm.bcast(payload, root)

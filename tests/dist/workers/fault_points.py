@@ -82,6 +82,20 @@ def _split(value: np.ndarray, where):
                              (par.sbp.split(0),))  # fmt: skip
 
 
+def mid_collective() -> None:
+    # NOTE: arrivals 1 and 2 are the object collectives, 3 the second bucket of DDP's step
+    model = DDP(mlp(), bucket_cap_mb=1e-5)
+    opt = flow.optim.SGD(model.parameters(), lr=0.1)
+    x, y = flow.randn(6, 4), flow.randn(6, 2)
+    for step in range(STEPS):
+        seen = [None] * SIZE
+        dist.all_gather_object(seen, {"rank": RANK, "step": step})
+        dist.broadcast_object_list(seen, src=0)
+        opt.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        opt.step()
+
+
 def checkpoint() -> None:
     where = par.placement("cpu", list(range(SIZE)))
     weights = _split(np.ones((2 * SIZE, 3), np.float32), where)
@@ -94,7 +108,12 @@ def checkpoint() -> None:
         shutil.rmtree(directory[0])
 
 
-{"collective": collectives, "ddp_bucket": ddp_buckets, "graph": graph, "checkpoint": checkpoint}[
-    point
-]()
+POINTS = {
+    "collective": collectives,
+    "ddp_bucket": ddp_buckets,
+    "graph": graph,
+    "checkpoint": checkpoint,
+    "mid_collective": mid_collective,
+}
+POINTS[point]()
 print(f"rank {RANK}: ok", flush=True)

@@ -231,6 +231,9 @@ class Reducer:
     def _launch(self, bucket: _Bucket) -> None:
         if faults.armed:
             faults.reached("ddp_bucket", f"all-reduce of bucket {self._next_bucket}")
+            if self._next_bucket:
+                what = f"DDP's gradient all-reduce, buckets before {self._next_bucket} started"
+                faults.reached("mid_collective", what)
         start = getattr(self.comm, "iallreduce", None)
         if start is not None:
             bucket.request = start(bucket.flat, bucket.flat, ReduceOp.SUM)
