@@ -62,6 +62,7 @@ from ._rules import (
     elementwise_sbp,
     methods,
     normalize_dim,
+    operand_arg,
     tensor_arg,
 )
 from .complex import reject_complex
@@ -1131,6 +1132,7 @@ def scatter(input: Tensor, dim, index: Tensor, src=None, value=None, *, reduce=N
         src = value
     if src is None:
         raise TypeError("scatter: expected a src tensor or a value")
+    operand_arg("scatter", "src" if value is None else "value", None, src)
     dim = normalize_dim("scatter", dim, input.ndim)
     if reduce is None:
         return _scatter_op(input, index, src, dim)
