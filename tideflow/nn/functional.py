@@ -13,6 +13,7 @@ from ..ops.nn.fold import *  # noqa: F403
 from ..ops.nn.grid_sampling import *  # noqa: F403
 from ..ops.nn.linear import *  # noqa: F403
 from ..ops.nn.loss import *  # noqa: F403
+from ..ops.nn.margin_loss import *  # noqa: F403
 from ..ops.nn.multi_head_attention import *  # noqa: F403
 from ..ops.nn.normalization import *  # noqa: F403
 from ..ops.nn.padding import *  # noqa: F403

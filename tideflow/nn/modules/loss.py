@@ -291,6 +291,115 @@ class TripletMarginLoss(_Loss):
         )  # fmt: skip
 
 
+class TripletMarginWithDistanceLoss(_Loss):
+    """`max(0, d(anchor, positive) - d(anchor, negative) + margin)` for any distance
+    `distance_function(x, y)` (default: `F.pairwise_distance`); `swap` as TripletMarginLoss.
+
+    >>> a, p, n = flow.randn(8, 4), flow.randn(8, 4), flow.randn(8, 4)
+    >>> cosine = lambda x, y: 1 - F.cosine_similarity(x, y)
+    >>> flow.nn.TripletMarginWithDistanceLoss(distance_function=cosine)(a, p, n).shape
+    tideflow.Size([])
+    """
+
+    def __init__(self, *, distance_function=None, margin: float = 1.0, swap: bool = False,
+                 reduction: str = "mean") -> None:  # fmt: skip
+        super().__init__(reduction=reduction)
+        if margin <= 0:
+            raise ValueError(
+                "TripletMarginWithDistanceLoss: expected margin to be greater than 0, got "
+                f"{margin} instead"
+            )
+        self.distance_function = distance_function
+        self.margin = margin
+        self.swap = swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_with_distance_loss(
+            anchor, positive, negative, distance_function=self.distance_function,
+            margin=self.margin, swap=self.swap, reduction=self.reduction,
+        )  # fmt: skip
+
+
+class GaussianNLLLoss(_Loss):
+    """Negative log likelihood of the target under Gaussians of the input's mean and the
+    given variance (see `F.gaussian_nll_loss`).
+
+    >>> flow.nn.GaussianNLLLoss()(flow.randn(4, 2), flow.randn(4, 2), flow.ones(4, 1)).shape
+    tideflow.Size([])
+    """
+
+    def __init__(self, *, full: bool = False, eps: float = 1e-6, reduction: str = "mean") -> None:
+        super().__init__(reduction=reduction)
+        self.full = full
+        self.eps = eps
+
+    def forward(self, input, target, var):
+        return F.gaussian_nll_loss(
+            input, target, var, full=self.full, eps=self.eps, reduction=self.reduction
+        )
+
+
+class HingeEmbeddingLoss(_MarginLoss):
+    """`input` where target is 1, `max(0, margin - input)` where it is -1 (inputs are
+    distances).
+
+    >>> flow.nn.HingeEmbeddingLoss()(flow.tensor([0.3, 2.0]), flow.tensor([1.0, -1.0]))
+    tensor(0.1500)
+    """
+
+    def __init__(self, margin: float = 1.0, size_average=None, reduce=None,
+                 reduction: str = "mean") -> None:  # fmt: skip
+        super().__init__(margin, size_average, reduce, reduction)
+
+    def forward(self, input, target):
+        return F.hinge_embedding_loss(input, target, margin=self.margin, reduction=self.reduction)
+
+
+class MultiMarginLoss(_WeightedLoss):
+    """Multi-class hinge loss (see `F.multi_margin_loss`), `p` 1 or 2.
+
+    >>> flow.nn.MultiMarginLoss()(flow.tensor([[0.1, 0.8, 0.3]]), flow.tensor([1]))
+    tensor(0.2667)
+    """
+
+    def __init__(self, p: int = 1, margin: float = 1.0, weight=None, size_average=None,
+                 reduce=None, reduction: str = "mean") -> None:  # fmt: skip
+        super().__init__(weight, size_average, reduce, reduction)
+        if p not in (1, 2):
+            raise ValueError("only p == 1 and p == 2 supported")
+        self.p = p
+        self.margin = margin
+
+    def forward(self, input, target):
+        return F.multi_margin_loss(input, target, p=self.p, margin=self.margin,
+                                   weight=self.weight, reduction=self.reduction)  # fmt: skip
+
+
+class MultiLabelMarginLoss(_Loss):
+    """Multi-label hinge loss; each target row lists its classes and ends at the first -1
+    (see `F.multilabel_margin_loss`).
+
+    >>> flow.nn.MultiLabelMarginLoss()(flow.tensor([[0.1, 0.2, 0.4, 0.8]]),
+    ...                                flow.tensor([[3, 0, -1, 1]]))
+    tensor(0.8500)
+    """
+
+    def forward(self, input, target):
+        return F.multilabel_margin_loss(input, target, reduction=self.reduction)
+
+
+class MultiLabelSoftMarginLoss(_WeightedLoss):
+    """Multi-label one-versus-all logistic loss, averaged over the classes.
+
+    >>> flow.nn.MultiLabelSoftMarginLoss()(flow.tensor([[0.3, -1.0]]), flow.tensor([[1.0, 0.0]]))
+    tensor(0.4338)
+    """
+
+    def forward(self, input, target):
+        return F.multilabel_soft_margin_loss(input, target, weight=self.weight,
+                                             reduction=self.reduction)  # fmt: skip
+
+
 class CTCLoss(_Loss):
     """The connectionist temporal classification loss of label sequences given per-frame
     class log-probabilities (see `F.ctc_loss`); `blank` is the blank class, `zero_infinity`

@@ -16,7 +16,7 @@ from ...framework import dtype as dtypes
 from ...framework.errors import DTypeError, ShapeError, TensorIndexError, TideflowError
 from ...framework.node import is_float
 from ...framework.tensor import Tensor
-from .. import activation, binary
+from .. import activation, binary, creation
 from .._rules import (
     B,
     Meta,
@@ -45,6 +45,7 @@ __all__ = [
     "binary_cross_entropy_with_logits",
     "kl_div",
     "poisson_nll_loss",
+    "gaussian_nll_loss",
     "soft_margin_loss",
     "margin_ranking_loss",
     "cosine_embedding_loss",
@@ -666,6 +667,34 @@ def poisson_nll_loss(
     if full:
         stirling = target * target.log() - target + 0.5 * (2 * math.pi * target).log()
         loss = loss + binary.where(target > 1, stirling, 0.0)
+    return _reduce(loss, reduction)
+
+
+@checked
+def gaussian_nll_loss(
+    input: Tensor, target: Tensor, var: Tensor | float, full=False, eps=1e-06, reduction="mean"
+):
+    """Negative log likelihood of `target` under Gaussians of mean `input` and variance `var`:
+    `0.5 * (log(var) + (input - target) ** 2 / var)` (+ `0.5 * log(2 pi)` with `full`). `var`
+    has the input's shape, or lacks (or has 1 as) its last dim (one variance per row), or is
+    a number; it is clamped to `eps` for stability, its gradient passing as if unclamped.
+
+    >>> F.gaussian_nll_loss(flow.tensor([0.5, 1.0]), flow.tensor([1.0, 3.0]), 2.0)
+    """
+    reduction = _reduction(None, None, reduction)
+    if not isinstance(var, Tensor):
+        var = creation.full_like(input, float(var))
+    elif tuple(var.shape) != tuple(input.shape):
+        if tuple(input.shape[:-1]) == tuple(var.shape):
+            var = var.unsqueeze(-1)
+        elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
+            raise ValueError("var is of incorrect size")
+    if bool((var < 0).any()):
+        raise ValueError("var has negative entry/entries")
+    var = var + (var.clamp_min(eps) - var).detach()
+    loss = 0.5 * (var.log() + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
     return _reduce(loss, reduction)
 
 
