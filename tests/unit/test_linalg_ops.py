@@ -211,12 +211,12 @@ def _well_conditioned(n, seed=0):
         (
             lambda: flow.linalg.inv(flow.zeros(2, 2, dtype=flow.float16)),
             DTypeError,
-            "linalg.inv: expected a float32 or float64 tensor, got float16",
+            "linalg.inv: expected a float32, float64, complex64 or complex128 tensor, got float16",
         ),
         (
             lambda: flow.linalg.det(flow.zeros(2, 2, dtype=flow.int64)),
             DTypeError,
-            "linalg.det: expected a float32 or float64 tensor, got int64",
+            "linalg.det: expected a float32, float64, complex64 or complex128 tensor, got int64",
         ),
         (
             lambda: flow.linalg.inv(flow.zeros(2, 2)),

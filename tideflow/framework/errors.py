@@ -23,6 +23,11 @@ class TensorIndexError(TideflowError, IndexError):
     `IndexError` too: Python's sequence protocol and PyTorch code expect one."""
 
 
+class LinAlgError(TideflowError):
+    """A linear-algebra routine that cannot complete on these values: a singular matrix, one
+    not positive-definite, an iteration that did not converge (`torch.linalg.LinAlgError`)."""
+
+
 class DeviceError(TideflowError):
     """Operands on different devices, or a device that is not available."""
 

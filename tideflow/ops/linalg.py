@@ -7,7 +7,9 @@ float32); float16/bfloat16 accumulate in float32 and round once, as PyTorch's CP
 Like PyTorch, products do not promote: operands of different dtypes raise. The matmul op has
 private `ta`/`tb` flags (OneFlow's transpose_a/transpose_b) that transpose an operand's last two
 axes inside the kernel, so the gradients of products are again products and never materialize
-a transpose. Solvers and decompositions accept float32/float64 (PyTorch rejects half precision).
+a transpose. Solvers and decompositions accept float32/float64 and complex64/complex128 (PyTorch
+rejects half precision); their grad rules take adjoints (`_mH`), which are transposes for real
+matrices, so one rule serves both.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy as np
 from ..backends import bf16_gemm
 from ..framework import dtype as dtypes
 from ..framework.dispatch import inplace
-from ..framework.errors import DTypeError, Rejected, ShapeError, TideflowError
+from ..framework.errors import DTypeError, LinAlgError, Rejected, ShapeError, TideflowError
 from ..framework.tensor import Tensor
 from ._rules import (
     B,
@@ -41,9 +43,9 @@ from ._rules import (
     tensors_arg,
 )
 from .binary import where
-from .complex import conj, holomorphic
+from .complex import angle, conj, holomorphic, imag
 from .creation import eye, on_placement_of, ones
-from .shape import cat, diag_embed, narrow, transpose, tril
+from .shape import cat, diag_embed, diagonal, narrow, transpose, tril
 
 __all__ = [
     "matmul",
@@ -76,7 +78,8 @@ LINALG_NAMESPACE: dict = {}
 
 _LOW_PRECISION = frozenset({dtypes.float16.np, dtypes.bfloat16.np})
 _BF16 = dtypes.bfloat16.np
-_SOLVER_DTYPES = (dtypes.float32, dtypes.float64)
+_SOLVER_DTYPES = (dtypes.float32, dtypes.float64, dtypes.complex64, dtypes.complex128)
+_SOLVER_NP = frozenset(d.np for d in _SOLVER_DTYPES)
 _LETTERS = string.ascii_letters  # einsum labels: a-z, A-Z
 
 
@@ -934,7 +937,10 @@ def cross(input: Tensor, other: Tensor, dim=None):
 # -- solvers and decompositions ---------------------------------------------------------------
 def _check_square(name: str, x: Meta, square: bool = True) -> None:
     if x.dtype not in _SOLVER_DTYPES:
-        raise DTypeError(f"{name}: expected a float32 or float64 tensor, got {x.dtype.name}")
+        raise DTypeError(
+            f"{name}: expected a float32, float64, complex64 or complex128 tensor, got "
+            f"{x.dtype.name}"
+        )
     if x.ndim < 2 or (square and x.shape[-1] != x.shape[-2]):
         kind = "square matrix" if square else "matrix"
         raise ShapeError(
@@ -948,13 +954,13 @@ def _lapack(name: str, fn, failure: str = "the LAPACK routine failed", square: b
 
     def kernel(*arrays, **attrs):
         x = arrays[0]
-        bad_dtype = x.dtype not in (np.float32, np.float64) or not _same_dtype_arrays(arrays)
+        bad_dtype = x.dtype not in _SOLVER_NP or not _same_dtype_arrays(arrays)
         if bad_dtype or x.ndim < 2 or (square and x.shape[-1] != x.shape[-2]):
             raise Rejected(f"{name}: operands rejected")
         try:
             return fn(*arrays, **attrs)
         except np.linalg.LinAlgError:
-            raise TideflowError(f"{name}: {failure}") from None
+            raise LinAlgError(f"{name}: {failure}") from None
 
     return kernel
 
@@ -982,6 +988,11 @@ def _mT(x):
     return transpose(x, -2, -1)
 
 
+def _mH(x):
+    """The adjoint (conjugate transpose); the transpose of a real matrix."""
+    return conj(transpose(x, -2, -1))
+
+
 def _batched_outer(u, v):
     """u[..., i] * v[..., j] over broadcast batch dims."""
     return u.reshape(*u.shape, 1) * v.reshape(*v.shape[:-1], 1, v.shape[-1])
@@ -993,8 +1004,8 @@ _inv = defop(
     meta=_square_meta("linalg.inv", lambda x: Meta(x.shape, x.dtype)),
     sbp=_batch_sbp(),
     kernels={"cpu": _lapack("linalg.inv", np.linalg.inv, "the input matrix is singular")},
-    # d(A^-1) = -A^-1 dA A^-1, so grad_A = -A^-T gy A^-T
-    grad=lambda ctx, gy: (-_mm(_mm(ctx.out, gy, True, False), ctx.out, False, True),),
+    # d(A^-1) = -A^-1 dA A^-1, so grad_A = -A^-T gy A^-T (A^-H for complex A: analytic)
+    grad=holomorphic(lambda ctx, gy: (-_mm(_mm(ctx.out, gy, True, False), ctx.out, False, True),)),
     saves=("out",),
 )
 
@@ -1022,7 +1033,7 @@ _det = defop(
     meta=_square_meta("linalg.det", lambda x: Meta(x.shape[:-2], x.dtype)),
     sbp=_batch_sbp(),
     kernels={"cpu": _lapack("linalg.det", np.linalg.det)},
-    grad=_det_grad,
+    grad=holomorphic(_det_grad),
     saves=("input", "out"),
 )
 
@@ -1038,20 +1049,26 @@ SlogdetResult = namedtuple("linalg_slogdet", ["sign", "logabsdet"])
 
 
 def _slogdet_grad(ctx, gsign, glogabs):
-    """The sign is piecewise constant; d log|det A| = tr(A^-1 dA)."""
-    return (glogabs.reshape(*glogabs.shape, 1, 1) * _mT(inv(ctx.input)),)
+    """With t = tr(A^-1 dA): d log|det A| = Re t and d sign = i Im(t) sign, so
+    grad_A = (gL - i Im(conj(gS) sign)) A^-H. A real sign is piecewise constant (no term)."""
+    scale = glogabs
+    if gsign is not None and gsign.dtype.is_complex:
+        scale = scale - imag(conj(gsign) * ctx.out) * 1j
+    return (scale.reshape(*scale.shape, 1, 1) * _mH(inv(ctx.input)),)
+
+
+def _slogdet_meta(x: Meta):
+    return Meta(x.shape[:-2], x.dtype), Meta(x.shape[:-2], dtypes.to_real(x.dtype))
 
 
 _slogdet = defop(
     "linalg_slogdet",
     inputs=("input",),
-    meta=_square_meta(
-        "linalg.slogdet", lambda x: (Meta(x.shape[:-2], x.dtype), Meta(x.shape[:-2], x.dtype))
-    ),
+    meta=_square_meta("linalg.slogdet", _slogdet_meta),
     sbp=_batch_sbp(n_out=2),
     kernels={"cpu": _lapack("linalg.slogdet", lambda x: tuple(np.linalg.slogdet(x)))},
     grad=_slogdet_grad,
-    saves=("input",),
+    saves=("input", "out"),
     n_out=2,
 )
 
@@ -1065,9 +1082,11 @@ def slogdet(A: Tensor):
 
 @checked
 def logdet(input: Tensor):
-    """log(det(input)): NaN where the determinant is negative, -inf where it is 0 (see
-    `slogdet`)."""
+    """log(det(input)): NaN where a real determinant is negative, -inf where it is 0 (see
+    `slogdet`); the principal logarithm for complex input."""
     sign, logabsdet = slogdet(input)
+    if sign.dtype.is_complex:
+        return logabsdet + angle(sign) * 1j
     return where(sign < 0, math.nan, logabsdet)
 
 
@@ -1167,7 +1186,7 @@ _solve = defop(
     meta=_solve_meta,
     sbp=_solve_sbp,
     kernels={"cpu": _lapack("linalg.solve", _solve_arrays, "the input matrix is singular")},
-    grad=_solve_grad,
+    grad=holomorphic(_solve_grad),
     saves=("input", "out"),
 )
 
@@ -1180,15 +1199,13 @@ def solve(A, B, *, left=True):
 
 
 def _cholesky_grad(ctx, gy):
-    """Murray (2016), as in PyTorch: with A = L L^T, T = tril(L^T gL),
-    grad_A = L^-T (T + tril(T, -1)^T) / 2 L^-1 (symmetric)."""
+    """Murray (2016), as in PyTorch: with A = L L^H, T = tril(L^H gL),
+    grad_A = L^-H (T + tril(T, -1)^H) / 2 L^-1. An upper factor is U = L^H."""
     factor, upper = ctx.out, ctx.upper
-    t = tril(_mm(factor, gy, False, True) if upper else _mm(factor, gy, True, False))
-    sym = (t + _mT(tril(t, -1))) * 0.5
-    inv_factor = inv(factor)  # U^-1 = L^-T when upper
-    if upper:
-        return (_mm(_mm(inv_factor, sym), inv_factor, False, True),)
-    return (_mm(_mm(inv_factor, sym, True, False), inv_factor),)
+    lower, g_lower = (_mH(factor), _mH(gy)) if upper else (factor, gy)
+    t = tril(matmul(_mH(lower), g_lower))
+    inv_lower = inv(lower)
+    return (matmul(matmul(_mH(inv_lower), (t + _mH(tril(t, -1))) * 0.5), inv_lower),)
 
 
 _cholesky = defop(
@@ -1242,11 +1259,12 @@ def _qr_sbp(x: Meta, *, mode) -> list[Signature]:
 
 
 def _qr_tall_grad(q, r, gq, gr):
-    """m >= n (Liao et al. 2019, as in PyTorch): M = R gR^T - gQ^T Q,
-    grad_A = (gQ + Q copyltu(M)) R^-T with copyltu(M) = tril(M) + tril(M, -1)^T."""
-    m_ = _mm(r, gr, False, True) - _mm(gq, q, True, False)
-    copied = tril(m_) + _mT(tril(m_, -1))
-    return _mm(gq + _mm(q, copied), inv(r), False, True)
+    """m >= n (Liao et al. 2019, as in PyTorch): M = R gR^H - gQ^H Q,
+    grad_A = (gQ + Q copyltu(M)) R^-H with copyltu(M) = H + H^H, H = tril(M) with its
+    diagonal halved (a real diagonal: LAPACK's R has one, so Q^H dQ's is imaginary)."""
+    m_ = matmul(r, _mH(gr)) - matmul(_mH(gq), q)
+    half = tril(m_) - diag_embed(diagonal(m_, 0, -2, -1)) * 0.5
+    return matmul(gq + matmul(q, half + _mH(half)), _mH(inv(r)))
 
 
 def _qr_grad(ctx, gq, gr):
@@ -1268,8 +1286,8 @@ def _qr_grad(ctx, gq, gr):
         return (_qr_tall_grad(q, r, gq, gr),)
     gu, gv = narrow(gr, -1, 0, m), narrow(gr, -1, m, n - m)
     y = narrow(ctx.input, -1, m, n - m)
-    gx = _qr_tall_grad(q, narrow(r, -1, 0, m), gq + _mm(y, gv, False, True), gu)
-    return (cat([gx, _mm(q, gv)], -1),)
+    gx = _qr_tall_grad(q, narrow(r, -1, 0, m), gq + matmul(y, _mH(gv)), gu)
+    return (cat([gx, matmul(q, gv)], -1),)
 
 
 _qr = defop(
@@ -1294,23 +1312,26 @@ EighResult = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
 
 
 def _eigh_grad(ctx, gl, gv):
-    """A = V diag(L) V^T: grad_A = V (diag(gL) + skew(V^T gV) / E) V^T with E_ij = L_j - L_i
-    (distinct eigenvalues needed; skew(X) = (X - X^T) / 2)."""
+    """A = V diag(L) V^H: grad_A = V (diag(gL) + skew(V^H gV) / E) V^H with E_ij = L_j - L_i
+    (distinct eigenvalues needed; skew(X) = (X - X^H) / 2). A complex V is defined up to a
+    phase per column; a loss that depends on it is not checked for (PyTorch raises)."""
     values, vectors = ctx.out, ctx.out1
     n = values.shape[-1]
-    vgv = _mm(vectors, gv, True, False)
+    vgv = matmul(_mH(vectors), gv)
     gaps = values.reshape(*values.shape[:-1], 1, n) - values.reshape(*values.shape, 1)
     # the skew part's diagonal is 0: shift the gaps' zero diagonal to 1 to keep it finite
-    inner = (vgv - _mT(vgv)) * 0.5 / (gaps + eye(n, dtype=values.dtype)) + diag_embed(gl)
-    return (_mm(_mm(vectors, inner), vectors, False, True),)
+    inner = (vgv - _mH(vgv)) * 0.5 / (gaps + eye(n, dtype=values.dtype)) + diag_embed(gl)
+    return (matmul(matmul(vectors, inner), _mH(vectors)),)
+
+
+def _eigh_meta(x: Meta, *, UPLO):
+    return Meta(x.shape[:-1], dtypes.to_real(x.dtype)), Meta(x.shape, x.dtype)
 
 
 _eigh = defop(
     "linalg_eigh",
     inputs=("input",),
-    meta=_square_meta(
-        "linalg.eigh", lambda x, UPLO: (Meta(x.shape[:-1], x.dtype), Meta(x.shape, x.dtype))
-    ),
+    meta=_square_meta("linalg.eigh", _eigh_meta),
     sbp=_batch_sbp(n_out=2),
     kernels={
         "cpu": _lapack(
@@ -1346,6 +1367,7 @@ def vecdot(x: Tensor, y: Tensor, *, dim=-1):
 
 
 LINALG_NAMESPACE.update(
+    LinAlgError=LinAlgError,
     inv=inv,
     solve=solve,
     det=det,

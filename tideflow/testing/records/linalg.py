@@ -4,10 +4,12 @@ import numpy as np
 
 import tideflow as flow
 
-from ..opinfo import FLOATS, INTS, OpInfo, Sample, make_array
+from ..opinfo import COMPLEX, FLOATS, INTS, OpInfo, Sample, make_array
 
 # float32 first: the meta/SBP tests run on a record's first dtype.
 PRODUCT_DTYPES = ("float32", "float64", "float16", "bfloat16", *INTS)
+# Solvers and decompositions: LAPACK's four types, as PyTorch takes them.
+SOLVER_DTYPES = (*FLOATS, *COMPLEX)
 
 
 def _arrays(rng, dtype, shapes, low=-3.0, high=3.0) -> tuple:
@@ -32,10 +34,14 @@ def _with_kwargs(cases):
     return build
 
 
+def _double(dtype: str) -> str:
+    return "complex128" if dtype.startswith("complex") else "float64"
+
+
 def _well_conditioned(rng, dtype, shape, sign=1.0):
     """Matrices near 3 * identity: invertible, with every gradient finite and tame."""
     n = shape[-1]
-    base = make_array(rng, shape, "float64", -1.0, 1.0) + 3.0 * np.eye(n)
+    base = make_array(rng, shape, _double(dtype), -1.0, 1.0) + 3.0 * np.eye(n)
     return (sign * base).astype(dtype)
 
 
@@ -146,13 +152,17 @@ def _square_samples(shapes=((3, 3), (2, 2, 2), (0, 0)), negative=True):
 
 
 def _logdet_samples(rng, dtype):
-    """A negative determinant gives NaN (no gradient to compare); a zero one gives -inf."""
-    return [
+    """A negative determinant gives NaN (no gradient to compare); a zero one gives -inf. A
+    complex zero determinant is left out: tideflow gives log(0) = -inf+0j, as NumPy does;
+    PyTorch's complex sum of logabsdet and log(sign) makes the imaginary part NaN."""
+    out = [
         Sample((_well_conditioned(rng, dtype, (3, 3)),)),
         Sample((_well_conditioned(rng, dtype, (2, 2, 2)),)),
         Sample((_well_conditioned(rng, dtype, (3, 3), sign=-1.0),), grad=False),
-        Sample((np.zeros((2, 2), dtype),), grad=False),
     ]
+    if not dtype.startswith("complex"):
+        out.append(Sample((np.zeros((2, 2), dtype),), grad=False))
+    return out
 
 
 def _solve_samples(rng, dtype):
@@ -173,9 +183,9 @@ def _solve_samples(rng, dtype):
 
 
 def _spd(x):
-    """A symmetric positive-definite matrix built from any square x (also for gradcheck)."""
+    """A Hermitian positive-definite matrix built from any square x (also for gradcheck)."""
     n = x.shape[-1]
-    return x @ x.mT + 3 * x.new_ones(n).diag()  # on a global x, global like it
+    return x @ x.mH + 3 * x.new_ones(n).diag()  # on a global x, global like it
 
 
 def _cholesky(lib, x, **kwargs):
@@ -183,14 +193,14 @@ def _cholesky(lib, x, **kwargs):
 
 
 def _eigh_gauge_free(lib, x, **kwargs):
-    """Eigenvalues, and eigenvectors times their column sums: invariant under the sign flip
-    each eigenvector is only defined up to. x is symmetrized first."""
-    values, vectors = lib.linalg.eigh(x + x.mT, **kwargs)
-    return values, vectors * vectors.sum(-2, keepdim=True)
+    """Eigenvalues, and eigenvectors times their conjugated column sums: invariant under the
+    sign (phase, if complex) each eigenvector is only defined up to. x is made Hermitian."""
+    values, vectors = lib.linalg.eigh(x + x.mH, **kwargs)
+    return values, vectors * vectors.sum(-2, keepdim=True).conj()
 
 
 def _eigvalsh(lib, x):
-    return lib.linalg.eigvalsh(x + x.mT)
+    return lib.linalg.eigvalsh(x + x.mH)
 
 
 def _qr_samples(shapes, mode):
@@ -281,7 +291,7 @@ RECORDS = [
         op=functools.partial(_multi_dot, flow),
         torch=_multi_dot,
     ),
-    OpInfo("linalg.matrix_power", _matrix_power_samples),
+    OpInfo("linalg.matrix_power", _matrix_power_samples, dtypes=SOLVER_DTYPES),
     OpInfo("matrix_power", _matrix_power_samples),
     OpInfo(
         "kron",
@@ -302,19 +312,20 @@ RECORDS = [
             ((((3, 4), (3, 4)), {}), (((3, 4), (4,)), {}), (((3, 4), (3, 4)), {"dim": 0}))
         ),
     ),
-    OpInfo("linalg.inv", _square_samples()),
+    OpInfo("linalg.inv", _square_samples(), dtypes=SOLVER_DTYPES),
     OpInfo("inverse", _square_samples(shapes=((2, 2),), negative=False)),
-    OpInfo("linalg.det", _square_samples()),
+    OpInfo("linalg.det", _square_samples(), dtypes=SOLVER_DTYPES),
     OpInfo("det", _square_samples(shapes=((2, 2),))),
-    OpInfo("linalg.slogdet", _square_samples()),
+    OpInfo("linalg.slogdet", _square_samples(), dtypes=SOLVER_DTYPES),
     OpInfo("slogdet", _square_samples(shapes=((2, 2),))),
-    OpInfo("logdet", _logdet_samples),
-    OpInfo("linalg.solve", _solve_samples),
+    OpInfo("logdet", _logdet_samples, dtypes=SOLVER_DTYPES),
+    OpInfo("linalg.solve", _solve_samples, dtypes=SOLVER_DTYPES),
     OpInfo(
         "linalg.cholesky",
         _shaped(((3, 3),), ((2, 2, 2),)),
         op=functools.partial(_cholesky, flow),
         torch=_cholesky,
+        dtypes=SOLVER_DTYPES,
     ),
     OpInfo(
         "linalg.cholesky",
@@ -322,15 +333,26 @@ RECORDS = [
         op=functools.partial(_cholesky, flow),
         torch=_cholesky,
         variant="upper",
+        dtypes=SOLVER_DTYPES,
     ),
-    OpInfo("linalg.qr", _qr_samples(((3, 2), (3, 3), (2, 3, 2), (2, 3), (2, 2, 4)), "reduced")),
-    OpInfo("linalg.qr", _qr_samples(((3, 3), (2, 2, 2), (2, 3)), "complete"), variant="complete"),
+    OpInfo(
+        "linalg.qr",
+        _qr_samples(((3, 2), (3, 3), (2, 3, 2), (2, 3), (2, 2, 4)), "reduced"),
+        dtypes=SOLVER_DTYPES,
+    ),
+    OpInfo(
+        "linalg.qr",
+        _qr_samples(((3, 3), (2, 2, 2), (2, 3)), "complete"),
+        variant="complete",
+        dtypes=SOLVER_DTYPES,
+    ),
     OpInfo("linalg.qr", _qr_r_samples, variant="r"),
     OpInfo(
         "linalg.eigh",
         _shaped(((3, 3),), ((2, 2, 2),)),
         op=functools.partial(_eigh_gauge_free, flow),
         torch=_eigh_gauge_free,
+        dtypes=SOLVER_DTYPES,
     ),
     OpInfo(
         "linalg.eigh",
@@ -338,11 +360,13 @@ RECORDS = [
         op=functools.partial(_eigh_gauge_free, flow),
         torch=_eigh_gauge_free,
         variant="upper",
+        dtypes=SOLVER_DTYPES,
     ),
     OpInfo(
         "linalg.eigvalsh",
         _shaped(((3, 3),), ((2, 2, 2),)),
         op=functools.partial(_eigvalsh, flow),
         torch=_eigvalsh,
+        dtypes=SOLVER_DTYPES,
     ),
 ]
