@@ -12,6 +12,7 @@ import tideflow as flow
 import tideflow.parallel as par
 from tideflow.framework.errors import TideflowError
 from tideflow.framework.sbp import B, P, S
+from tideflow.nn.graph.auto_parallel import plan_counts
 from tideflow.parallel._auto_session import Planned
 from tideflow.parallel.auto import Node, PlanCounts, Problem, Value, search
 from tideflow.parallel.cost import Cluster, DeviceProfile, Link, Network
@@ -100,6 +101,17 @@ def test_a_broadcast_parameter_read_by_a_split_computation_all_reduces_its_gradi
     assert problem.total([0]) == pytest.approx(reduce + COLLECTIVE + 0.5e-3)
 
 
+def test_a_local_boxing_cuts_the_chain_but_waits_for_no_one():
+    # B -> S(0): each rank slices its own half; still a boxing node on the communication
+    # stream, so its chain's two tasks and two hand-overs, but no wait for other ranks
+    source = Value(SHAPE, 4, False, (2,), layout=(B,))
+    node = Node("op", "", (2,), [Choice(((S(0),),), ((S(0),),))], 0, [(0, 0)])
+    node.compute, node.memory = [0.0], [0.0]
+    crowded = Cluster(DEVICE, Network(LINK, LINK), 2, 1, cores_per_node=1, descheduled_wait_s=1e-3)
+    problem = Problem([node], [source], crowded)
+    assert problem.total([0]) == pytest.approx(NBYTES / 2 / DEVICE.memory_bandwidth + COLLECTIVE)
+
+
 def test_the_lowered_plan_is_priced_with_its_own_counts():
     weight = Value(SHAPE, 4, True, (2,), layout=(B,), parameter=True)
     node = Node("op", "", (2,), [Choice(((B,),), ((S(0),),))], 0, [(0, 0)], plan_nodes=3)
@@ -176,8 +188,9 @@ def test_an_auto_parallel_graph_trains_as_the_greedy_one_on_one_rank(capsys):
     # hand-over)
     plan, program = graph._latest.plan, graph._latest.program
     chains = sum(task.fn is not None for task in plan.tasks)
-    collectives = sum(node.name.startswith("boxing") for node in program.nodes)
-    assert collectives > 0
+    boxings = sum(node.name.startswith("boxing") for node in program.nodes)
+    assert boxings > 0
+    assert plan_counts(plan, program).collectives == 0  # one rank exchanges with no one
     assert found.step_time == pytest.approx(
         found.problem.work(list(found.assign))
         + len(program.nodes) * DEVICE.node_s

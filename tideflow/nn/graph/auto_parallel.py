@@ -22,6 +22,7 @@ from ...compiler.chain import Chain
 from ...distributed.world import get_world
 from ...framework.errors import TideflowError
 from ...framework.random import get_rng_state, set_rng_state
+from ...framework.sbp import B, P
 from ...parallel._auto_session import Planned, Recorder
 from ...parallel._comm import comm_for
 from ...parallel.auto import PlanCounts, Problem, Solution, build_problem, describe, search
@@ -62,8 +63,17 @@ def plan_counts(plan, program) -> PlanCounts:
         nodes=len(program.nodes),
         tasks=len(plan.tasks),
         switches=sum(a != b for a, b in itertools.pairwise(streams)),
-        collectives=sum(node.op.communicates for node in program.nodes),
+        collectives=sum(node.op.communicates and _exchanges(node) for node in program.nodes),
     )
+
+
+def _exchanges(node) -> bool:
+    """Whether a communicating node waits for other ranks: not a boxing that only slices or
+    zeroes its shard (B->S, B->P, S->P), nor one on a single rank."""
+    if node.op.name != "boxing":
+        return True
+    step = node.attrs["step"]
+    return len(step.group) > 1 and step.src is not B and step.dst is not P
 
 
 def _agreed(problem: Problem, solution: Solution) -> Solution:

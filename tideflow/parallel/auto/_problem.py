@@ -12,8 +12,9 @@ collectives of `Network` for boxing. Beyond kernels and transfers, a compiled pl
 node, per task and per hand-over between stream threads (`DeviceProfile.node_s`, `task_s`,
 `switch_s`), and each collective may wait for descheduled peers (`Cluster.
 collective_wait_s`). The search counts them as lowering will make them: a node per op
-forward and two backward; a collective cuts the compute chain it sits in, adding its node,
-two tasks (its chain and the compute after it) and two hand-overs. Once the searched plan is
+forward and two backward; a boxing runs on the communication stream, so it cuts the compute
+chain it sits in, adding its node, two tasks (its chain and the compute after it) and two
+hand-overs, and one that exchanges data (not a local slice) may wait. Once the searched plan is
 lowered, `Solution.lowered` prices the plan's own counts instead (`PlanCounts`). The gradient a
 consumer hands back is laid out as its input was, except that a broadcast input of a node
 whose outputs differ between ranks gets partial gradients, and a partial input gets a
@@ -92,11 +93,9 @@ class Problem:
         self.fixed_memory = sum(
             2 * _shard_bytes(val, val.layout) for val in self.values if val.parameter
         )
-        self.device = self.cluster.rank_device
-        device = self.device
-        self.collective_s = (
-            device.node_s + 2 * (device.task_s + device.switch_s) + self.cluster.collective_wait_s
-        )
+        self.device = device = self.cluster.rank_device
+        self.boxing_s = device.node_s + 2 * (device.task_s + device.switch_s)
+        self.collective_s = self.boxing_s + self.cluster.collective_wait_s
 
     # -- pricing --------------------------------------------------------------------------
     def layout_of(self, value: int, assign: list) -> tuple:
@@ -108,11 +107,11 @@ class Problem:
     def edge_time(self, value: int, assign: list, consumer: int, arg: int, choice) -> float:
         """Boxing time of `value` into argument `arg` of `consumer` laid out as `choice`, in
         forward and backward, its producer's layout taken from `assign`."""
-        transfer, collectives, copies = self._edge_parts(value, assign, choice.ins[arg], choice)
-        return transfer + collectives * self.collective_s + copies * self.device.node_s
+        transfer, collectives, local = self._edge_parts(value, assign, choice.ins[arg], choice)
+        return transfer + collectives * self.collective_s + local * self.boxing_s
 
     def _edge_parts(self, value: int, assign: list, dst: tuple, choice) -> tuple:
-        """(transfer seconds, collectives, local copies) of the edge, forward and backward."""
+        """(transfer seconds, collectives, local boxings) of the edge, forward and backward."""
         key = (value, self.layout_of(value, assign), dst, _varies(choice.outs))
         parts = self._edges.get(key)
         if parts is None:
@@ -133,7 +132,7 @@ class Problem:
 
     def _box(self, val: Value, src: tuple, dst: tuple) -> tuple[float, int, int]:
         net, device = self.cluster.network, self.device
-        total, collectives, copies = 0.0, 0, 0
+        total, collectives, local = 0.0, 0, 0
         for axis, (s, d) in enumerate(zip(src, dst, strict=True)):
             if s == d:
                 continue
@@ -150,10 +149,10 @@ class Problem:
                 total += net.alltoall(nbytes / n, n, n)
             else:  # B->S slice, B->P or S->P: a local copy
                 total += nbytes / n / device.memory_bandwidth
-                copies += 1
+                local += 1
                 continue
             collectives += 1
-        return total, collectives, copies
+        return total, collectives, local
 
     def total(self, assign: list) -> float:
         time = sum(node.compute[assign[v]] for v, node in enumerate(self.nodes))
