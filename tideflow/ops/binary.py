@@ -60,6 +60,12 @@ __all__ = [
     "xlogy",
     "logaddexp",
     "logaddexp2",
+    "gcd",
+    "lcm",
+    "heaviside",
+    "nextafter",
+    "ldexp",
+    "float_power",
     "maximum",
     "minimum",
     "fmax",
@@ -730,6 +736,148 @@ def logaddexp2(input, other):
 arctan2 = atan2
 
 
+# -- number theory, steps and float representation ------------------------------------------
+def _heaviside_meta(input, values) -> Meta:
+    # NOTE: PyTorch refuses to promote here (the step's 0/1 would take the values' dtype).
+    if not isinstance(values, Meta) or input.dtype is not values.dtype or input.dtype.is_complex:
+        raise DTypeError(
+            f"heaviside: expected input and values of one real dtype, got "
+            f"{_describe((input, values))}"
+        )
+    return Meta(broadcast_shapes("heaviside", input.shape, values.shape), input.dtype)
+
+
+def _heaviside_kernel(x, values):
+    if x.dtype != values.dtype or x.dtype.kind == "c":
+        raise TypeError("heaviside dtypes")
+    # NaN steps to 0, as in PyTorch (NumPy's heaviside gives NaN)
+    return np.where(x == 0, values, x > 0).astype(x.dtype, copy=False)
+
+
+def _next_bfloat16(x, y):
+    """nextafter on bfloat16's bits: NumPy would step in float32 and round the step away."""
+    bits = x.view(np.uint16).astype(np.int32)
+    away_from_zero = (y > x) == (x > 0)
+    stepped = np.where(away_from_zero, bits + 1, bits - 1)
+    tiniest = np.where(y > 0, 1, 0x8001)  # the smallest subnormal, signed toward y
+    stepped = np.where(x == 0, tiniest, stepped).astype(np.uint16).view(_BF16)
+    out = np.where(x == y, y, stepped)
+    return np.where(np.isnan(x) | np.isnan(y), np.asarray(np.nan, _BF16), out).astype(_BF16)
+
+
+def _nextafter_kernel(x, y):
+    if x.dtype == _BF16:
+        return _next_bfloat16(x, y)
+    return np.nextafter(x, y)
+
+
+_gcd = _binary("gcd", _accepting(_INTEGERS, np.gcd), kinds=_INTEGERS)
+_lcm = _binary("lcm", _accepting(_INTEGERS, np.lcm), kinds=_INTEGERS)
+_heaviside = defop(
+    "heaviside",
+    inputs=("input", "values"),
+    meta=_heaviside_meta,
+    sbp=_elementwise_sbp(),
+    kernels={"cpu": _heaviside_kernel},
+    differentiable=False,
+    promote=None,
+    elementwise=True,
+)
+_nextafter = _binary("nextafter", _accepting(_FLOATING, _nextafter_kernel), kinds=_FLOATING)
+
+
+@checked
+def gcd(input: Tensor, other: Tensor):
+    """Elementwise greatest common divisor of integer tensors (non-negative; gcd(0, 0) = 0).
+
+    >>> flow.gcd(flow.tensor([4, -6, 0]), flow.tensor([6, 9, 5]))
+    tensor([2, 3, 5])
+    """
+    return dispatch(_gcd, (input, other), _NO_ATTRS)
+
+
+@checked
+def lcm(input: Tensor, other: Tensor):
+    """Elementwise least common multiple of integer tensors (non-negative; 0 if either is 0).
+
+    >>> flow.lcm(flow.tensor([4, -6, 0]), flow.tensor([6, 9, 5]))
+    tensor([12, 18,  0])
+    """
+    return dispatch(_lcm, (input, other), _NO_ATTRS)
+
+
+@checked
+def heaviside(input: Tensor, values: Tensor):
+    """The step function: 0 where `input` < 0 (or NaN), 1 where it is > 0 and `values` where it
+    is 0. `values` broadcasts against `input` and must share its dtype. No gradient.
+
+    >>> flow.heaviside(flow.tensor([-1.5, 0.0, 2.0]), flow.tensor(0.5))
+    tensor([0.0000, 0.5000, 1.0000])
+    """
+    return dispatch(_heaviside, (input, values), _NO_ATTRS)
+
+
+@checked
+def nextafter(input: Tensor, other: Tensor):
+    """The next floating point value after `input` in the direction of `other` (`other` where
+    they are equal). No gradient.
+
+    >>> flow.nextafter(flow.tensor([1.0]), flow.tensor([2.0])) - 1  # float32's epsilon
+    tensor([1.1921e-07])
+    """
+    return dispatch(_nextafter, (input, other), _NO_ATTRS)
+
+
+@checked
+def ldexp(input: Tensor, other: Tensor):
+    """`input * 2**other`; integer operands give the default float dtype.
+
+    >>> flow.ldexp(flow.tensor([1.0, 3.0]), flow.tensor([3, -1]))
+    tensor([8.0000, 1.5000])
+    """
+    dtype = dtypes.promote_types(input.dtype, other.dtype)
+    if not (dtype.is_floating_point or dtype.is_complex):
+        dtype = dtypes.get_default_dtype()
+    # NOTE: in the operands' dtype, as PyTorch: 2**other is exact there, so the product
+    # rounds once (a float32 power would make a half mantissa float32)
+    return mul(input.to(dtype), pow(2.0, other.to(dtype)))
+
+
+def _float_power_dtype(*operands) -> dtypes.DType:
+    is_complex = any(
+        isinstance(a, complex) or (isinstance(a, Tensor) and a.dtype.is_complex) for a in operands
+    )
+    return dtypes.complex128 if is_complex else dtypes.float64
+
+
+@checked
+def float_power(input: Tensor | Number, exponent: Tensor | Number):
+    """`pow` computed in double precision: the result is float64 (complex128 for a complex
+    operand) whatever the operands' dtypes.
+
+    >>> flow.float_power(flow.tensor([2, 3]), 2)
+    tensor([4., 9.], dtype=flow.float64)
+    """
+    wide = _float_power_dtype(input, exponent)
+    base, power = (a.to(wide) if isinstance(a, Tensor) else a for a in (input, exponent))
+    if not isinstance(base, Tensor):
+        base = tensor(base, dtype=wide, **on_placement_of(power))
+    return pow(base, power)
+
+
+_float_power_inplace = inplace(float_power, "float_power_")
+
+
+def _float_power_(self, exponent):
+    """`float_power` in place: only a float64 (complex128) tensor can hold its result."""
+    wide = _float_power_dtype(self, exponent)
+    if self.dtype is not wide:
+        raise DTypeError(
+            f"float_power_: the base has dtype {self.dtype.name} but the result is {wide.name}"
+        )
+    return _float_power_inplace(self, exponent)
+
+
 # -- maximum / minimum ----------------------------------------------------------------------
 def _extremum_grad(loses):
     """maximum/minimum: the gradient goes to the operand selected (both when nan), split
@@ -1297,6 +1445,12 @@ methods(
     xlogy=xlogy,
     logaddexp=logaddexp,
     logaddexp2=logaddexp2,
+    gcd=gcd,
+    lcm=lcm,
+    heaviside=heaviside,
+    nextafter=nextafter,
+    ldexp=ldexp,
+    float_power=float_power,
     maximum=maximum,
     minimum=minimum,
     fmax=fmax,
@@ -1374,6 +1528,12 @@ methods(
     hypot_=inplace(hypot, "hypot_"),
     copysign_=inplace(copysign, "copysign_"),
     xlogy_=inplace(xlogy, "xlogy_"),
+    gcd_=inplace(gcd, "gcd_"),
+    lcm_=inplace(lcm, "lcm_"),
+    heaviside_=inplace(heaviside, "heaviside_"),
+    nextafter_=inplace(nextafter, "nextafter_"),
+    ldexp_=inplace(ldexp, "ldexp_"),
+    float_power_=_float_power_,
     logical_and_=inplace(logical_and, "logical_and_"),
     logical_or_=inplace(logical_or, "logical_or_"),
     logical_xor_=inplace(logical_xor, "logical_xor_"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import math
+from collections import namedtuple
 
 import ml_dtypes
 import numpy as np
@@ -101,6 +102,7 @@ __all__ = [
     "threshold",
     "hardshrink",
     "prelu",
+    "frexp",
 ]
 
 
@@ -1054,6 +1056,58 @@ def prelu(input, weight):
     return dispatch(_prelu, (input, weight), _NO_ATTRS)
 
 
+# -- frexp ----------------------------------------------------------------------------------
+_FrexpResult = namedtuple("frexp", ["mantissa", "exponent"])
+
+
+def _frexp_meta(x: Meta) -> tuple[Meta, Meta]:
+    check_dtype("frexp", x.dtype.np, "float")
+    return Meta(x.shape, x.dtype), Meta(x.shape, dtypes.int32)
+
+
+def _frexp_kernel(x):
+    # halves split exactly in float32 (the mantissa keeps the input's bits); NumPy's frexp
+    # has no bfloat16 loop
+    mantissa, exponent = np.frexp(x.astype(np.float32) if x.dtype in _HALF else x)
+    return mantissa.astype(x.dtype, copy=False), exponent.astype(np.int32, copy=False)
+
+
+def _frexp_sbp(x: Meta) -> list[Signature]:
+    """elementwise_sbp's layouts, for both outputs."""
+    return [Signature((B,), (B, B))] + [
+        Signature((S(axis),), (S(axis), S(axis))) for axis in range(len(x.shape))
+    ]
+
+
+def _frexp_grad(ctx, g_mantissa, _g_exponent):
+    # mantissa = x / 2**exponent, the exponent piecewise constant; 2**exponent in float32 at
+    # least (a half would overflow from 2**16)
+    wide = dtypes.float64 if g_mantissa.dtype is dtypes.float64 else dtypes.float32
+    return (g_mantissa / exp2(ctx.out1.to(wide)),)
+
+
+_frexp = defop(
+    "frexp",
+    inputs=("input",),
+    meta=_frexp_meta,
+    sbp=_frexp_sbp,
+    kernels={"cpu": dtype_checked("frexp", "float", _frexp_kernel)},
+    grad=_frexp_grad,
+    saves=("out1",),
+    n_out=2,
+)
+
+
+def frexp(input):
+    """Splits `input` into a mantissa in (-1, -0.5] or [0.5, 1) (0, inf and nan as they are)
+    and an int32 exponent, `input = mantissa * 2**exponent`. Floating point inputs only.
+
+    >>> flow.frexp(flow.tensor([8.0, -3.5]))
+    frexp(mantissa=tensor([ 0.5000, -0.8750]), exponent=tensor([4, 2], dtype=flow.int32))
+    """
+    return _FrexpResult(*dispatch(_frexp, (input,), _NO_ATTRS))
+
+
 # -- Tensor methods -----------------------------------------------------------------------------
 def _methods_with_inplace(fns: dict) -> None:
     """Bind `x.name(...)` and `x.name_(...)` for each op."""
@@ -1121,6 +1175,7 @@ _methods_with_inplace(
     },
 )
 methods(
+    frexp=frexp,
     isnan=isnan,
     isinf=isinf,
     isfinite=isfinite,

@@ -48,7 +48,7 @@ def _integral_values(low=-2, high=3):
 
 def _as(values, dtype: str) -> np.ndarray:
     if dtype == "bool":
-        return np.asarray(values) != 0
+        return np.asarray(np.asarray(values) != 0)  # a 0-d comparison gives a NumPy scalar
     if dtype == "bfloat16":
         import ml_dtypes
 
@@ -257,6 +257,15 @@ def _record(name, builder, dtypes, grad=True, **kw):
     return OpInfo(name, builder, torch=_tensorized(name), dtypes=dtypes, grad=grad, **kw)
 
 
+def _ldexp_samples(rng, dtype):
+    """Floating mantissas with integer exponents (PyTorch's common call) and floating ones."""
+    out = _pairs(y=_integral_values(-3, 4), scalars=())(rng, dtype)
+    # NOTE: non-negative: PyTorch differentiates 2**other in the integer dtype, so its
+    # gradient is 0 where an integer exponent is negative (ours is 2**other)
+    out.append(Sample((_draw(rng, (3, 4), dtype), _draw(rng, (4,), "int32", 0, 5))))
+    return out
+
+
 # Mixed-dtype records are checked on simulated ranks with float16 operands, whose partial
 # sums do not add back exactly.
 MIXED_TOL = {"rtol": 2e-3, "atol": 1e-2}
@@ -265,6 +274,38 @@ POSITIVE = _uniform(0.5, 3.0)
 SMALL_INTS = _integral_values()
 
 RECORDS = [
+    # number theory, steps and float representation (no gradients but ldexp's and
+    # float_power's)
+    _record("gcd", _pairs(_uniform(-20, 20), scalars=()), (*INTS, "int16", "uint8"), grad=False),
+    _record("gcd", _fixed(([0, 0, -12, 7], [0, -5, 18, 0])), INTS, variant="zeros", grad=False),
+    _record("lcm", _pairs(_uniform(-20, 20), scalars=()), (*INTS, "int16"), grad=False),
+    _record("lcm", _fixed(([0, 0, -4, 6], [0, -5, 6, -4])), INTS, variant="zeros", grad=False),
+    _record("heaviside", _pairs(SMALL_INTS, scalars=()), WITH_BOOL, grad=False),
+    _record(
+        "heaviside",
+        _fixed(([np.nan, 0, -0.0, np.inf, -np.inf], [2, np.nan, 3, 4, 5])),
+        ("float32", "float64"),
+        variant="special",
+        grad=False,
+    ),
+    # the next value is the dtype's own: halves are compared with PyTorch's halves
+    _record("nextafter", _pairs(scalars=()), FLOATING, grad=False, dtype_dependent=True),
+    _record(
+        "nextafter",
+        _fixed(([0, -0.0, 1, np.nan, np.inf, 2, -0.0], [-1, 1, 1, 0, 0, np.nan, 0])),
+        FLOATING,
+        variant="special",
+        grad=False,
+        dtype_dependent=True,
+    ),
+    _record("ldexp", _ldexp_samples, FLOATING),
+    _record("ldexp", _pairs(y=_integral_values(-3, 4), scalars=()), INTS, variant="integer"),
+    OpInfo(
+        "float_power",
+        _pairs(POSITIVE, _uniform(-2, 2), scalars=(2, -1, 0.5), rscalars=(2.5,)),
+        dtypes=NUMERIC,
+    ),
+    OpInfo("float_power", _pairs(POSITIVE, scalars=(0.5j,)), variant="complex", grad=False),
     # arithmetic
     _record("add", _pairs(rscalars=(2.5,)), WITH_BOOL),
     _record("add", _pairs(alpha=2), NUMERIC, variant="alpha"),

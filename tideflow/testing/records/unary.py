@@ -71,6 +71,11 @@ def _with_specials(low=-3.0, high=3.0, **kwargs):
     return build
 
 
+def _fixed_values(values):
+    """One sample of the given values in the record's dtype."""
+    return lambda rng, dtype: [Sample((np.array(values).astype(np_dtype(dtype)),))]
+
+
 def _halves(rng, dtype):
     """Exact ties: round half to even gives 0, 2, -2, 4, ... (no finite differences at ties)."""
     values = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.5, 0.25]).astype(np_dtype(dtype))
@@ -202,6 +207,15 @@ RECORDS = [
         torch=lambda torch, x: ~x,
         variant="dunder",
         dtypes=NON_FLOAT,
+        grad=False,
+    ),
+    # frexp: powers of two and subnormals split exactly; the specials keep their exponent 0
+    OpInfo("frexp", _with_specials(-40.0, 40.0), dtypes=ALL_FLOATS),
+    OpInfo(
+        "frexp",
+        _fixed_values([0.5, 1.0, 2.0**-20, -(2.0**10), 3.0 * 2.0**-140]),
+        variant="exact",
+        dtypes=("float32", "float64"),
         grad=False,
     ),
     # top-level activations
