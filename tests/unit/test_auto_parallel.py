@@ -101,6 +101,23 @@ def test_a_broadcast_parameter_read_by_a_split_computation_all_reduces_its_gradi
     assert problem.total([0]) == pytest.approx(reduce + COLLECTIVE + 0.5e-3)
 
 
+def test_pipeline_stages_overlap_in_the_lowered_step():
+    # two stages (disjoint ranks), 2 micro-batches each: 1F1B takes the slower stage's two
+    # micro-batches and the faster one's first, 3e-3 + 3e-3 + 1e-3, where the search sums all
+    source = Value(SHAPE, 4, False, (1,), layout=(B,))
+    nodes = []
+    for ranks, seconds in (((0,), 1e-3), ((1,), 3e-3), ((0,), 1e-3), ((1,), 3e-3)):
+        node = Node("op", "", (1,), [Choice(((B,),), ((B,),))], 0, [(0, 0)], ranks=ranks)
+        node.compute, node.memory = [seconds + DEVICE.node_s], [0.0]
+        nodes.append(node)
+    problem = Problem(nodes, [source], CLUSTER, micro_batches=2)
+    assert search(problem).time == pytest.approx(8e-3 + 4 * DEVICE.node_s)
+    assert problem.work([0] * 4) == pytest.approx(7e-3)
+    one_stage = Problem(nodes[:2], [source], CLUSTER, micro_batches=2)
+    nodes[1].ranks = (0, 1)  # overlapping rank sets: no pipeline to overlap
+    assert one_stage.work([0, 0]) == pytest.approx(4e-3)
+
+
 def test_a_local_boxing_cuts_the_chain_but_waits_for_no_one():
     # B -> S(0): each rank slices its own half; still a boxing node on the communication
     # stream, so its chain's two tasks and two hand-overs, but no wait for other ranks

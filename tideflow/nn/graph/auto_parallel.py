@@ -45,7 +45,8 @@ def searched_layouts(graph, trace) -> tuple[Planned, Solution, str]:
     finally:
         set_rng_state(state)
     cluster = options.get("cluster") or _local(get_world().size)
-    problem = build_problem(recorder.calls, cluster, recorder.pins)
+    steps = graph.config.gradient_accumulation_steps
+    problem = build_problem(recorder.calls, cluster, recorder.pins, steps)
     solution = _agreed(problem, search(problem, options.get("memory_limit")))
     plan = [
         (node.op, node.choices[c])

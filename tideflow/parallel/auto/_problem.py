@@ -15,7 +15,10 @@ collective_wait_s`). The search counts them as lowering will make them: a node p
 forward and two backward; a boxing runs on the communication stream, so it cuts the compute
 chain it sits in, adding its node, two tasks (its chain and the compute after it) and two
 hand-overs, and one that exchanges data (not a local slice) may wait. Once the searched plan is
-lowered, `Solution.lowered` prices the plan's own counts instead (`PlanCounts`). The gradient a
+lowered, `Solution.lowered` prices the plan's own counts instead (`PlanCounts`), and the
+work of pipeline stages (ops on disjoint sets of ranks) overlaps as 1F1B runs their
+micro-batches (`cost.pipeline_time`); the search itself sums every stage, which shifts every
+plan of one stage assignment alike. The gradient a
 consumer hands back is laid out as its input was, except that a broadcast input of a node
 whose outputs differ between ranks gets partial gradients, and a partial input gets a
 broadcast one; its producer needs it laid out as its output (a partial output: broadcast).
@@ -35,7 +38,7 @@ from dataclasses import dataclass, field
 from ...framework.errors import ShapeError
 from ...framework.sbp import B, P, Split
 from .._layout import shard_shape
-from ..cost import Cluster, DeviceProfile, matmul_cost, op_time, pointwise_cost
+from ..cost import Cluster, DeviceProfile, matmul_cost, op_time, pipeline_time, pointwise_cost
 
 _PRODUCTS = {"matmul", "mm", "bmm", "linear"}
 
@@ -65,6 +68,7 @@ class Node:
     compute: list = field(default_factory=list)  # seconds per choice, forward + backward
     memory: list = field(default_factory=list)  # saved bytes per choice
     plan_nodes: int = 1  # the nodes it lowers to (1, or 3 with backward); 0 for a to_global
+    ranks: tuple = ()  # its placement's ranks, which tell pipeline stages apart
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,7 @@ class Problem:
     nodes: list
     values: list
     cluster: Cluster
+    micro_batches: int = 1  # build traced once for each (gradient accumulation)
     consumers: list = field(init=False)  # per value: [(node, argument index)]
 
     def __post_init__(self) -> None:
@@ -162,16 +167,24 @@ class Problem:
         return time
 
     def work(self, assign: list) -> float:
-        """`total` less what the plan pays per node, task, hand-over and collective."""
+        """The step's kernels and transfers: `total` less what the plan pays per node, task,
+        hand-over and collective, with pipeline stages overlapped. Each node's work, and
+        the transfers into it, count on its stage."""
         node_s = self.device.node_s
-        time = sum(
-            node.compute[assign[v]] - node.plan_nodes * node_s for v, node in enumerate(self.nodes)
-        )
+        stages: dict[tuple, float] = {}
         for v, node in enumerate(self.nodes):
             c = node.choices[assign[v]]
-            for arg, value in node.inputs:
-                time += self._edge_parts(value, assign, c.ins[arg], c)[0]
-        return time
+            time = node.compute[assign[v]] - node.plan_nodes * node_s
+            time += sum(
+                self._edge_parts(value, assign, c.ins[arg], c)[0] for arg, value in node.inputs
+            )
+            stages[node.ranks] = stages.get(node.ranks, 0.0) + time
+        rank_sets = [set(ranks) for ranks in stages]
+        disjoint = sum(map(len, rank_sets)) == len(set().union(*rank_sets))
+        if len(stages) == 1 or not disjoint:
+            return sum(stages.values())
+        m = self.micro_batches
+        return pipeline_time([t / m for t in stages.values()], m).total_s
 
     def overhead(self, counts: PlanCounts) -> float:
         device = self.device
@@ -216,9 +229,12 @@ def _shard_bytes(val: Value, nd: tuple) -> float:
 
 
 # -- building it from a recording ---------------------------------------------------------------
-def build_problem(calls: list, cluster: Cluster, pins: list = ()) -> Problem:
-    """The problem of the calls a `Recorder` wrote down; `pins`: (tensor, layout) pairs the
-    user's `to_global` fixed where the layout already was."""
+def build_problem(
+    calls: list, cluster: Cluster, pins: list = (), micro_batches: int = 1
+) -> Problem:
+    """The problem of the calls a `Recorder` wrote down (build traced `micro_batches` times);
+    `pins`: (tensor, layout) pairs the user's `to_global` fixed where the layout already
+    was."""
     values: list[Value] = []
     known: dict[int, int] = {}  # id of a global tensor -> its value
     nodes: list[Node] = []
@@ -239,6 +255,7 @@ def build_problem(calls: list, cluster: Cluster, pins: list = ()) -> Problem:
             inputs.append((arg, known[id(t)]))
         node = Node(call.name, call.module, hierarchy, call.choices, call.greedy, inputs)
         node.searched = call.searched
+        node.ranks = tuple(call.placement.flat_ranks)
         for k, t in enumerate(call.outputs):
             known[id(t)] = len(values)
             node.outputs.append(len(values))
@@ -265,7 +282,7 @@ def build_problem(calls: list, cluster: Cluster, pins: list = ()) -> Problem:
             )
             for c in node.choices
         ]
-    return Problem(nodes, values, cluster)
+    return Problem(nodes, values, cluster, micro_batches)
 
 
 def _pin(nodes: list, val: Value, layout: tuple) -> None:
