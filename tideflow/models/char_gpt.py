@@ -209,16 +209,14 @@ def train_char_gpt(
         betas=(config.beta1, config.beta2),
     )  # fmt: skip
     scheduler = warmup_cosine_schedule(optimizer, config.warmup_steps, config.steps, config.min_lr)
+    train_step, estimate = training_steps(model, optimizer, scheduler, config)
     if config.uses_graph:
-        train_step, estimate = _graph_steps(model, optimizer, scheduler, config)
         m = config.accumulation_steps
         log(
             f"parallel: dp={config.dp} x tp={config.tp} x pp={config.pp} on {world.size} "
             f"rank(s), {m} micro-batch(es) of {config.batch_size // m} blocks per step, in an "
             "nn.Graph"
         )
-    else:
-        train_step, estimate = _eager_steps(model, optimizer, scheduler, config)
     batches = Generator().manual_seed(config.seed + 1)
     tokens_per_step = config.batch_size * config.block_size
 
@@ -246,16 +244,7 @@ def train_char_gpt(
     bar.close()
 
     path = Path(config.out)
-    if config.uses_graph:
-        # NOTE: gathering is collective; only rank 0 writes (and samples) the whole state.
-        model_state = _gathered(model.state_dict())
-        optimizer_state = _gathered_optimizer_state(optimizer)
-        if lead:
-            _write_checkpoint(path, model_state, optimizer_state, scheduler.state_dict(),
-                              model.config, tokenizer, config, config.steps, val_loss)  # fmt: skip
-    else:
-        save_checkpoint(path, model, optimizer, scheduler, tokenizer, config, config.steps,
-                        val_loss)  # fmt: skip
+    save_checkpoint(path, model, optimizer, scheduler, tokenizer, config, config.steps, val_loss)
     log(f"checkpoint: {path}")
     sample = ""
     if lead:
@@ -279,6 +268,13 @@ def train_char_gpt(
 
 def _silent(line: str) -> None:
     """The log of ranks other than 0: a parallel run reports once."""
+
+
+def training_steps(model: GPT, optimizer, scheduler, config: CharGPTTrainConfig):
+    """(step on a batch -> its loss, data -> estimated loss) of the run `config` describes:
+    nn.Graphs on every rank of the world with `config.uses_graph`, else eager."""
+    steps = _graph_steps if config.uses_graph else _eager_steps
+    return steps(model, optimizer, scheduler, config)
 
 
 def _eager_steps(model: GPT, optimizer, scheduler, config: CharGPTTrainConfig):
@@ -407,9 +403,18 @@ def save_checkpoint(
     config: CharGPTTrainConfig, step: int, val_loss: float,
 ) -> None:  # fmt: skip
     """Model, optimizer and scheduler state, both configs, the vocabulary and the step, in
-    one file that `flow.save` writes atomically (a crash mid-write keeps the previous one)."""
-    _write_checkpoint(path, model.state_dict(), optimizer.state_dict(), scheduler.state_dict(),
-                      model.config, tokenizer, config, step, val_loss)  # fmt: skip
+    one file that `flow.save` writes atomically (a crash mid-write keeps the previous one).
+    With `config.uses_graph` every rank calls it: the global state is gathered (collective)
+    and rank 0 writes it."""
+    if config.uses_graph:
+        model_state = _gathered(model.state_dict())
+        optimizer_state = _gathered_optimizer_state(optimizer)
+        if get_world().rank != 0:
+            return
+    else:
+        model_state, optimizer_state = model.state_dict(), optimizer.state_dict()
+    _write_checkpoint(path, model_state, optimizer_state, scheduler.state_dict(), model.config,
+                      tokenizer, config, step, val_loss)  # fmt: skip
 
 
 def _write_checkpoint(
