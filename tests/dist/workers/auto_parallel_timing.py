@@ -10,7 +10,8 @@ shows. `layouts` (2, 4 or 8 ranks): the char-GPT in the layouts the parallel-gra
 micro-batches). Every graph searches its layouts; the columns are the search's prediction for
 the greedy layouts and for the searched ones, and the searched plan priced with the compiled
 plan's own counts of nodes, tasks and collectives (the largest of any rank's), which the
-measured median step is divided by.
+measured median step is divided by. `layouts` adds the cluster planner's prediction for the
+same layout (`parallel.cost.evaluate` of the GPT family's model on the `local` cluster).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import tideflow.parallel as par
 from tideflow.distributed.backend import ReduceOp
 from tideflow.distributed.world import get_world
 from tideflow.models import GPT, GPTConfig, parallelize_gpt
+from tideflow.parallel import cost
 
 S = flow.sbp
 ALL = flow.placement("cpu", ranks=list(range(SIZE)))
@@ -88,12 +90,25 @@ CONFIG = GPTConfig(vocab_size=65, block_size=64, n_layer=2, n_head=4, n_embd=64)
 TOKENS = rng.integers(0, CONFIG.vocab_size, (16, CONFIG.block_size + 1))
 
 
+def micro_batches(pp: int) -> int:
+    return 2 if pp > 1 else 1  # a pipeline fills with one micro-batch per stage
+
+
+def planner_step(dp: int, tp: int, pp: int) -> float:
+    """The cluster planner's step time for the char-GPT laid out as gpt_plan lays it out."""
+    spec = cost.GPTSpec(CONFIG.n_layer, CONFIG.n_embd, CONFIG.n_head, CONFIG.block_size,
+                        CONFIG.vocab_size)  # fmt: skip
+    micro_batch = len(TOKENS) // (dp * micro_batches(pp))
+    layout = cost.Layout(tp, pp, dp, micro_batch, recompute=False)
+    cluster = cost.make_cluster("local", gpus_per_node=SIZE)
+    return cost.evaluate(spec, cluster, len(TOKENS), layout).step_time_s
+
+
 def gpt_plan(dp: int, tp: int = 1, pp: int = 1, broadcast_batch: bool = False):
     flow.manual_seed(0)
     model = GPT(CONFIG)
     layout = parallelize_gpt(model, dp=dp, tp=tp, pp=pp)
-    micro_batches = 2 if pp > 1 else 1
-    graph = TrainGraph(model, lambda m, x, y: m(x, y)[1], layout.set_stages, micro_batches)
+    graph = TrainGraph(model, lambda m, x, y: m(x, y)[1], layout.set_stages, micro_batches(pp))
     inputs = layout.inputs(flow.tensor(TOKENS[:, :-1]), flow.tensor(TOKENS[:, 1:]))
     if broadcast_batch:
         inputs = [t.to_global(sbp=S.broadcast) for t in inputs]
@@ -116,6 +131,15 @@ else:
         8: [("dp2 x tp2 x pp2", 2, 2, 2)],
     }[SIZE]  # fmt: skip
     rows = [(f"char-GPT {name}", gpt_plan(dp, tp, pp)) for name, dp, tp, pp in layouts]
+    planned = [planner_step(dp, tp, pp) for _, dp, tp, pp in layouts]
+    if RANK == 0:
+        print(f"| layout ({SIZE} ranks) | planner predicted ms | measured ms | "
+              "measured / predicted |")  # fmt: skip
+        print("|---|---|---|---|")
+        for (name, (*_, measured)), predicted in zip(rows, planned, strict=True):
+            print(f"| {name} | {predicted * 1e3:.1f} | {measured * 1e3:.1f} | "
+                  f"{measured / predicted:.2f} |")  # fmt: skip
+        print()
 if RANK == 0:
     print(f"| plan ({SIZE} ranks) | predicted greedy ms | predicted searched ms | "
           "searched as compiled ms | measured ms | measured / predicted |")  # fmt: skip
