@@ -90,6 +90,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="timed steps per plan (10)")
     args = parser.parse_args()
     start = time.perf_counter()
+    # NOTE: other processes' load shows up as the model's error: say how busy the machine was
+    print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs\n")
     with tempfile.TemporaryDirectory(prefix="tideflow-profile-") as cache:
         env = _environment(cache)
         print(_profile_table(_calibrate(env)), end="\n\n", flush=True)
@@ -99,7 +101,7 @@ def main() -> None:
             share = ranks / sum(n for n, _ in JOBS[i:])
             print(_timing_table(env, ranks, mode, args.steps, max(left * share, 30)), end="\n\n",
                   flush=True)  # fmt: skip
-    print(f"({time.perf_counter() - start:.0f} s)")
+    print(f"load average after: {os.getloadavg()[0]:.2f}; {time.perf_counter() - start:.0f} s")
 
 
 if __name__ == "__main__":
