@@ -370,3 +370,79 @@ RECORDS = [
         dtypes=SOLVER_DTYPES,
     ),
 ]
+
+
+# -- singular values ----------------------------------------------------------------------------
+def _matrices(*shapes, **kwargs):
+    """Samples of random matrices in the record's dtype (complex ones with both parts drawn)."""
+
+    def build(rng, dtype):
+        return [Sample((make_array(rng, s, dtype),), dict(kwargs)) for s in shapes]
+
+    return build
+
+
+def _phase_free(u, vh):
+    """Singular vectors times their conjugated column (row, for Vh) sums: invariant under the
+    sign (phase) each pair of singular vectors is only defined up to."""
+    return u * u.sum(-2, keepdim=True).conj(), vh * vh.sum(-1, keepdim=True).conj()
+
+
+def _svd_gauge_free(lib, x, **kwargs):
+    """S, U and Vh made phase-free; the columns full_matrices adds beyond min(m, n) are any
+    basis of their subspace, so they are left out."""
+    u, s, vh = lib.linalg.svd(x, **kwargs)
+    k = s.shape[-1]
+    return (s, *_phase_free(u[..., :k], vh[..., :k, :]))
+
+
+def _legacy_svd_gauge_free(lib, x, **kwargs):
+    u, s, v = lib.svd(x, **kwargs)
+    if not kwargs.get("compute_uv", True):
+        return u, s, v
+    k = s.shape[-1]
+    return (s, *_phase_free(u[..., :k], v[..., :k].mT))
+
+
+SVD_SHAPES = ((3, 2), (2, 3), (3, 3), (2, 3, 2), (0, 3))
+RECORDS += [
+    OpInfo(
+        "linalg.svd",
+        _matrices(*SVD_SHAPES, full_matrices=False),
+        op=functools.partial(_svd_gauge_free, flow),
+        torch=_svd_gauge_free,
+        dtypes=SOLVER_DTYPES,
+    ),
+    OpInfo(
+        "linalg.svd",
+        _matrices(*SVD_SHAPES),
+        op=functools.partial(_svd_gauge_free, flow),
+        torch=_svd_gauge_free,
+        dtypes=SOLVER_DTYPES,
+        variant="full_matrices",
+    ),
+    OpInfo("linalg.svdvals", _matrices(*SVD_SHAPES), dtypes=SOLVER_DTYPES),
+    OpInfo(
+        "svd",
+        _matrices((3, 2), (2, 2, 3), some=True),
+        op=functools.partial(_legacy_svd_gauge_free, flow),
+        torch=_legacy_svd_gauge_free,
+        dtypes=SOLVER_DTYPES,
+    ),
+    OpInfo(
+        "svd",
+        _matrices((3, 2), some=False),
+        op=functools.partial(_legacy_svd_gauge_free, flow),
+        torch=_legacy_svd_gauge_free,
+        variant="complete",
+    ),
+    OpInfo(
+        "svd",
+        _matrices((3, 2), (2, 2, 3), compute_uv=False),
+        op=functools.partial(_legacy_svd_gauge_free, flow),
+        torch=_legacy_svd_gauge_free,
+        variant="values_only",
+        # U and V are constant zeros here; S's derivatives are gradchecked by linalg.svdvals
+        gradcheck=False,
+    ),
+]

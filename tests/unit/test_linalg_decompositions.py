@@ -1,0 +1,38 @@
+"""Decompositions and solvers beyond what the op database checks: LinAlgError where LAPACK
+fails, PyTorch's refusal of ill-defined gradients, and arguments PyTorch refuses."""
+
+import numpy as np
+import pytest
+
+import tideflow as flow
+from tideflow.framework.errors import TideflowError
+
+
+def _complex(*shape, seed=0):
+    rng = np.random.default_rng(seed)
+    return flow.from_numpy(rng.standard_normal(shape) + 1j * rng.standard_normal(shape))
+
+
+def test_linalg_error_is_exposed_and_a_runtime_error():
+    with pytest.raises(flow.linalg.LinAlgError, match=r"linalg\.inv: the input matrix is singular"):
+        flow.linalg.inv(flow.zeros(2, 2))
+    assert issubclass(flow.linalg.LinAlgError, RuntimeError)
+
+
+def test_svd_gradient_refuses_a_loss_that_depends_on_the_phase():
+    a = _complex(3, 2).requires_grad_()
+    u, _, _ = flow.linalg.svd(a, full_matrices=False)
+    with pytest.raises(TideflowError, match="defined up to a phase"):
+        u.real.sum().backward()
+
+
+def test_svd_gradient_of_a_phase_free_loss_is_finite():
+    a = _complex(3, 2).requires_grad_()
+    u, s, vh = flow.linalg.svd(a, full_matrices=False)
+    (u @ flow.diag_embed(s.to(u.dtype)) @ vh).abs().sum().backward()
+    assert np.isfinite(a.grad.numpy()).all()
+
+
+def test_svd_refuses_cusolver_drivers():
+    with pytest.raises(TideflowError, match="driver= is only supported on CUDA"):
+        flow.linalg.svd(flow.eye(2), driver="gesvd")
