@@ -51,12 +51,8 @@ class ShardedTable:
 
     # -- lookup -----------------------------------------------------------------------------
     def lookup(self, ids: np.ndarray, tables: np.ndarray, insert: bool) -> np.ndarray:
-        keys, tabs = self._agree(lambda: self.local.check_ids(ids, tables))
         local = self.local
-        pad = local.padding(keys)
-        if pad is not None:
-            keys, tabs = keys[~pad], tabs[~pad]
-        u_tables, u_keys, inverse, _, _ = unique_pairs(tabs, keys)
+        pad, (u_tables, u_keys, inverse, _, _) = self._agree(lambda: local.deduplicate(ids, tables))
         owners = owner_of(u_tables, u_keys, self.size)
         by_owner = np.argsort(owners, kind="stable")
         send_counts = np.bincount(owners, minlength=self.size)

@@ -76,8 +76,9 @@ class HostStore:
         rows[slots < 0] = -1
         return rows
 
-    def read(self, positions: np.ndarray) -> np.ndarray:
-        return self._rows[positions]
+    def read(self, positions: np.ndarray, columns: int | None = None) -> np.ndarray:
+        """A copy of the rows at `positions` (their first `columns` values only)."""
+        return self._rows[positions] if columns is None else self._rows[positions, :columns]
 
     def write(self, positions: np.ndarray, rows: np.ndarray) -> None:
         self._rows[positions] = rows
@@ -327,8 +328,8 @@ class DiskStore(HostStore):
         self._files.drop_resident()
         self._touched = 0
 
-    def read(self, positions):
-        return self._lines[positions]
+    def read(self, positions, columns=None):
+        return self._lines[positions] if columns is None else self._lines[positions, :columns]
 
     def write(self, positions, rows) -> None:
         self._lines[positions] = rows
