@@ -14,7 +14,7 @@ from tideflow.framework.errors import TideflowError
 from tideflow.framework.sbp import B, P, S
 from tideflow.nn.graph.auto_parallel import plan_counts
 from tideflow.parallel._auto_session import Planned
-from tideflow.parallel.auto import Node, PlanCounts, Problem, Value, search
+from tideflow.parallel.auto import Node, PlanCounts, Problem, Value, _problem, search
 from tideflow.parallel.cost import Cluster, DeviceProfile, Link, Network
 
 LINK = Link(bandwidth=1e9, latency_s=1e-5)
@@ -116,6 +116,23 @@ def test_pipeline_stages_overlap_in_the_lowered_step():
     one_stage = Problem(nodes[:2], [source], CLUSTER, micro_batches=2)
     nodes[1].ranks = (0, 1)  # overlapping rank sets: no pipeline to overlap
     assert one_stage.work([0, 0]) == pytest.approx(4e-3)
+
+
+def test_fused_attention_is_priced_as_its_two_products_and_softmax():
+    # (batch 2, 4 heads, 64 rows, 16 wide): q @ k^T (64 x 64 x 16) and p @ v (64 x 16 x 64)
+    # as 8 matrices each, the 64 x 64 scores read and written between them, one node
+    shape = (2, 4, 64, 16)
+    values = [Value(shape, 4, False, (1,), layout=(B,)) for _ in range(3)]
+    values.append(Value((*shape[:-1], 64), 4, False, (1,), producer=0))
+    node = Node("attention", "", (1,), [Choice(((B,),) * 3, ((B,),))], 0, [(0, 0), (1, 1), (2, 2)])
+    node.outputs = [3]
+    device = DeviceProfile("d", 1e10, 1e9, 1e9, max_efficiency=1.0, half_size=0.0,
+                           gemm_call_s=1e-6, op_overhead_s=4e-6)  # fmt: skip
+    flops = 2 * 8 * 64 * 64 * 16
+    products = 2 * (max(flops / 1e10, 4 * 8 * (2 * 64 * 16 + 64 * 64) / 1e9) + 7 * 1e-6)
+    softmax = 4 * 2 * 8 * 64 * 64 / 1e9
+    want = products + softmax + 4e-6
+    assert _problem._compute(node, node.choices[0], values, device) == pytest.approx(want)
 
 
 def test_a_local_boxing_cuts_the_chain_but_waits_for_no_one():

@@ -34,6 +34,21 @@ def test_gemm_efficiency_follows_the_stated_curve():
     assert device.gemm_time(4096, 4096, 4096) == pytest.approx(expected)
 
 
+def test_each_matrix_of_a_batch_after_the_first_costs_a_call():
+    device = DeviceProfile("cpu", 1e11, 1e12, 8 * GB, max_efficiency=1.0, half_size=0.0,
+                           gemm_call_s=2e-6, op_overhead_s=5e-6)  # fmt: skip
+    flops = 2 * 32 * 64 * 16 * 64 / 1e11
+    assert device.gemm_time(32, 64, 16, batch=64) == pytest.approx(flops + 63 * 2e-6 + 5e-6)
+    assert device.gemm_time(32, 64, 16) == pytest.approx(flops / 64 + 5e-6)
+
+
+def test_the_per_matrix_call_is_the_slope_less_the_flops():
+    batches = [16, 64, 256]
+    seconds = [7e-6 + b * (1e-6 + 2.5e-6) for b in batches]
+    assert _calibrate.fit_gemm_call(batches, seconds, 1e-6) == pytest.approx(2.5e-6)
+    assert _calibrate.fit_gemm_call(batches, seconds, 5e-6) == 0  # FLOPs priced slower
+
+
 def test_a_thin_gemm_is_bound_by_memory():
     device = DeviceProfile("d", 100e12, 1e12, 80 * GB, max_efficiency=0.7, half_size=16)
     # (8192 x 1) @ (1 x 8192): 2*8192^2 FLOPs, but the 8192^2 fp16 result alone is 134 MB
@@ -200,7 +215,8 @@ def test_one_slow_timing_does_not_drag_the_peak_down():
 PROFILE = {
     "peak_flops": 1e11, "half_size": 20.0, "blas_threads": 2, "gemm_cores": 2,
     "memory_bandwidth": 1e10, "memory_bytes": 16e9, "op_overhead_s": 1e-5, "node_s": 2e-6,
-    "task_s": 3e-6, "switch_s": 8e-6, "link_bandwidth": 2e9, "link_latency_s": 4e-6,
+    "task_s": 3e-6, "switch_s": 8e-6, "gemm_call_s": 1e-6, "link_bandwidth": 2e9,
+    "link_latency_s": 4e-6,
     "descheduled_wait_s": 4e-3, "cpus": 4,
 }  # fmt: skip
 

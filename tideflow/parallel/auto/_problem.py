@@ -318,20 +318,35 @@ def _compute(node: Node, choice, values: list, device: DeviceProfile) -> float:
         shard_shape(values[o].shape, choice.outs[k], node.hierarchy, coord)
         for k, o in enumerate(node.outputs)
     ]
-    cost = _product_cost(node, shapes, itemsize)
-    if cost is None:
-        cost = pointwise_cost(shapes, outs[0] if outs else (), itemsize)
-    forward = op_time(device, cost, itemsize)
+    costs = _attention_costs(node, shapes, itemsize) or _product_costs(node, shapes, itemsize)
+    if not costs:
+        costs = [pointwise_cost(shapes, outs[0] if outs else (), itemsize)]
+    kernels = sum(op_time(device, cost, itemsize) for cost in costs)
+    forward = kernels - (len(costs) - 1) * device.op_overhead_s  # one node's overhead
     return forward * (3 if backward else 1)
 
 
-def _product_cost(node: Node, shapes: list, itemsize: int):
+def _product_costs(node: Node, shapes: list, itemsize: int) -> list:
     if node.op not in _PRODUCTS or len(shapes) < 2 or min(len(s) for s in shapes[:2]) < 2:
-        return None
+        return []
     a, b = shapes[0], shapes[1]
     if node.op == "linear":  # weight (out, in): x @ weight.T
         b = (b[1], b[0])
     try:
-        return matmul_cost(a, b, itemsize)
+        return [matmul_cost(a, b, itemsize)]
     except ShapeError:  # a transposed operand (attributes the search does not read)
-        return None
+        return []
+
+
+def _attention_costs(node: Node, shapes: list, itemsize: int) -> list:
+    """The fused attention's products, query @ key^T and probabilities @ value, and the
+    softmax between them (its scores read and the probabilities written)."""
+    if node.op != "attention" or len(shapes) != 3:
+        return []
+    q, k, v = shapes
+    scores = (*q[:-1], k[-2])
+    return [
+        matmul_cost(q, (*k[:-2], k[-1], k[-2]), itemsize),
+        pointwise_cost([scores], scores, itemsize),
+        matmul_cost(scores, v, itemsize),
+    ]

@@ -4,7 +4,9 @@
 - GEMMs: NumPy float32 matmuls whose smallest dimension d runs 16..1024 (square, and thin
   ones as attention's), with the BLAS threads this process has (recorded: ranks started
   alike run as many); their rates r(d) are fitted to the devices' curve r = R d / (d + c).
-  The profile's peak is R with max_efficiency 1.
+  The profile's peak is R with max_efficiency 1. Batches of small products, (b, 32, 16) @
+  (b, 16, 64) for three b, give what each matrix costs beyond its FLOPs (the slope over b
+  less the curve's time of one).
 - Bandwidth: a NumPy add of 32 MB operands (two read, one written).
 - Op overhead: a tideflow add of one-element tensors, less NumPy's own.
 - Graph overheads: per node, per task and per hand-over between stream threads of a
@@ -122,6 +124,30 @@ def measure_gemms() -> tuple[float, float]:
     return fit_gemm_curve(sizes, rates)
 
 
+SMALL_GEMM = (32, 64, 16)  # (m, n, k) of one matrix of a batch, as attention's per head
+BATCHES = (16, 64, 256)
+
+
+def fit_gemm_call(batches, seconds, flop_seconds: float) -> float:
+    """Per matrix of a batched product: the slope of its time over the batch size, less the
+    FLOP time of one matrix (never below zero)."""
+    slope = np.polyfit(np.asarray(batches, float), np.asarray(seconds, float), 1)[0]
+    return max(float(slope) - flop_seconds, 0.0)
+
+
+def measure_gemm_call(peak: float, half_size: float) -> float:
+    m, n, k = SMALL_GEMM
+    rng = np.random.default_rng(0)
+    seconds = []
+    for b in BATCHES:
+        a = rng.standard_normal((b, m, k), dtype=np.float32)
+        w = rng.standard_normal((b, k, n), dtype=np.float32)
+        out = np.empty((b, m, n), np.float32)
+        seconds.append(_best_time(lambda a=a, w=w, out=out: np.matmul(a, w, out=out)))
+    d = min(m, n, k)
+    return fit_gemm_call(BATCHES, seconds, 2 * m * n * k / (peak * d / (d + half_size)))
+
+
 def measure_bandwidth(nbytes: int = 32 << 20) -> float:
     a = np.ones(nbytes // 4, np.float32)
     b, out = a.copy(), np.empty_like(a)
@@ -197,6 +223,7 @@ def calibrate() -> dict:
     profile = {
         "peak_flops": peak,
         "half_size": half_size,
+        "gemm_call_s": measure_gemm_call(peak, half_size),
         "blas_threads": threads,
         "gemm_cores": min(threads, cores()),
         "memory_bandwidth": measure_bandwidth(),
@@ -219,7 +246,9 @@ def local_cluster(nodes: int | None = None, gpus_per_node: int | None = None) ->
     its cores, measured on first use."""
     path = cache_path()
     profile = json.loads(path.read_text()) if path.exists() else calibrate()
-    missing = {"gemm_cores", "node_s", "task_s", "switch_s", "descheduled_wait_s"} - set(profile)
+    measured_since = {"gemm_cores", "gemm_call_s", "node_s", "task_s", "switch_s",
+                      "descheduled_wait_s"}  # fmt: skip
+    missing = measured_since - set(profile)
     if missing:
         # NOTE: a profile cached before the graph's overheads were measured would price them
         # at zero: measure again instead.
@@ -238,6 +267,7 @@ def local_cluster(nodes: int | None = None, gpus_per_node: int | None = None) ->
         node_s=profile["node_s"],
         task_s=profile["task_s"],
         switch_s=profile["switch_s"],
+        gemm_call_s=profile["gemm_call_s"],
         gemm_cores=profile["gemm_cores"],
     )
     link = Link(profile["link_bandwidth"], profile["link_latency_s"])

@@ -34,8 +34,10 @@ class DeviceProfile:
     kernels are queued ahead of execution; tideflow's dispatch cost on the `local` CPU).
     A compiled graph pays instead `node_s` per node of its plan, `task_s` per task (an
     actor's act and messages) and `switch_s` where a chain hands over to the other stream's
-    thread (see `compiler.lower`). `gemm_cores` is how many CPU cores the GEMM rate was
-    measured on (min(BLAS threads, cores)); None for an accelerator."""
+    thread (see `compiler.lower`). `gemm_call_s` is what each matrix of a batched product
+    costs beyond its FLOPs after the first (NumPy calls BLAS once per matrix; zero on GPUs,
+    whose batched kernels take the whole batch). `gemm_cores` is how many CPU cores the
+    GEMM rate was measured on (min(BLAS threads, cores)); None for an accelerator."""
 
     name: str
     peak_flops: float
@@ -47,6 +49,7 @@ class DeviceProfile:
     node_s: float = 0.0
     task_s: float = 0.0
     switch_s: float = 0.0
+    gemm_call_s: float = 0.0
     gemm_cores: float | None = None
 
     def on_cores(self, cores: float) -> DeviceProfile:
@@ -66,6 +69,7 @@ class DeviceProfile:
             node_s=self.node_s / serial,
             task_s=self.task_s / serial,
             switch_s=self.switch_s / serial,
+            gemm_call_s=self.gemm_call_s / serial,
         )
 
     def gemm_efficiency(self, m: int, n: int, k: int) -> float:
@@ -74,11 +78,13 @@ class DeviceProfile:
 
     def gemm_time(self, m: int, n: int, k: int, batch: int = 1, elem_bytes: int = 2) -> float:
         """Roofline time of `batch` GEMMs (m x k) @ (k x n): the slower of FLOPs at the curve's
-        efficiency and the bytes of both operands and the result at memory bandwidth."""
+        efficiency and the bytes of both operands and the result at memory bandwidth, and
+        the calls of a batch's matrices after the first."""
         flops = 2.0 * m * n * k * batch
         moved = elem_bytes * batch * (m * k + k * n + m * n)
         compute = flops / (self.peak_flops * self.gemm_efficiency(m, n, k))
-        return max(compute, moved / self.memory_bandwidth) + self.op_overhead_s
+        calls = (batch - 1) * self.gemm_call_s
+        return max(compute, moved / self.memory_bandwidth) + calls + self.op_overhead_s
 
     def stream_time(self, nbytes: float, ops: int = 1) -> float:
         """Time of memory-bound (elementwise) work moving `nbytes`, in `ops` kernels."""
