@@ -76,6 +76,7 @@ from .ops.reduction import *
 from .ops.shape import *
 from .ops.special import *
 from .ops.spectral import *
+from .ops.statistics import *
 from .ops.strided import *
 from .ops.unary import *
 from .parallel import placement, sbp

@@ -5,7 +5,7 @@ checked against PyTorch by the op database records."""
 import pytest
 
 import tideflow as flow
-from tideflow.framework.errors import ArgumentError, DTypeError
+from tideflow.framework.errors import ArgumentError, DTypeError, ShapeError, TideflowError
 
 
 # -- number theory, steps and float representation -------------------------------------------
@@ -48,3 +48,62 @@ def test_float_power_in_place_needs_a_double_base():
     assert x.tolist() == [4.0, 9.0]
     with pytest.raises(DTypeError, match=r"float_power_: the base has dtype float32 .* float64"):
         flow.tensor([2.0]).float_power_(2)
+
+
+# -- statistics -------------------------------------------------------------------------------
+@pytest.mark.parametrize("op", [flow.quantile, flow.nanquantile])
+def test_quantile_names_its_bad_arguments(op):
+    name = op.__name__
+    x = flow.tensor([1.0, 2.0, 3.0])
+    with pytest.raises(
+        DTypeError, match=rf"{name}: expected a float32 or float64 input, got int64"
+    ):
+        op(flow.tensor([1, 2]), 0.5)
+    with pytest.raises(TideflowError, match=rf"{name}: q must be in the range \[0, 1\], got 1.5"):
+        op(x, 1.5)
+    with pytest.raises(TideflowError, match=rf"{name}: q values must be in the range"):
+        op(x, flow.tensor([0.5, -0.1]))
+    with pytest.raises(DTypeError, match=rf"{name}: q \(float64\) must have the input's dtype"):
+        op(x, flow.tensor([0.5], dtype=flow.float64))
+    with pytest.raises(ShapeError, match=rf"{name}: q must be a scalar or 1-d tensor"):
+        op(x, flow.tensor([[0.5]]))
+    with pytest.raises(
+        ShapeError, match=rf"{name}: expected a non-empty input, got shape \[0, 3\]"
+    ):
+        op(flow.zeros(0, 3), 0.5, dim=1)
+    with pytest.raises(ValueError, match=rf"{name}: interpolation must be one of linear"):
+        op(x, 0.5, interpolation="cubic")
+
+
+def test_cov_checks_its_input_and_weights():
+    x = flow.tensor([[1.0, 2.0, 4.0], [0.0, 1.0, 3.0]])
+    with pytest.raises(ShapeError, match=r"cov: expected an input of two or fewer dimensions"):
+        flow.cov(flow.zeros(2, 2, 2))
+    with pytest.raises(
+        DTypeError, match="cov: expected fweights of an integral dtype, got float32"
+    ):
+        flow.cov(x, fweights=flow.tensor([1.0, 2.0, 1.0]))
+    with pytest.raises(ShapeError, match=r"cov: expected aweights to have one entry per observa"):
+        flow.cov(x, aweights=flow.tensor([1.0, 2.0]))
+    with pytest.raises(TideflowError, match="cov: fweights cannot be negative"):
+        flow.cov(x, fweights=flow.tensor([1, -2, 1]))
+
+
+def test_cov_warns_when_the_correction_leaves_no_degrees_of_freedom():
+    with pytest.warns(RuntimeWarning, match="cov: degrees of freedom <= 0"):
+        c = flow.cov(flow.tensor([[1.0, 2.0]]), correction=2)
+    assert bool(c.isinf()) or bool(c.isnan())
+
+
+def test_histogram_checks_its_input_bins_and_weight():
+    x = flow.tensor([1.0, 2.0, 3.0])
+    with pytest.raises(DTypeError, match="histogram: expected a float32 or float64 input"):
+        flow.histogram(flow.tensor([1, 2]), 3)
+    with pytest.raises(TideflowError, match="histogram: bins must be > 0, got 0"):
+        flow.histogram(x, 0)
+    with pytest.raises(TideflowError, match=r"histogram: min should not exceed max"):
+        flow.histogram(x, 3, range=(2.0, 1.0))
+    with pytest.raises(TideflowError, match=r"histogram: range of \[0.0, inf\] is not finite"):
+        flow.histogram(x, 3, range=(0.0, float("inf")))
+    with pytest.raises(ShapeError, match=r"histogram: weight must have the input's shape"):
+        flow.histogram(x, 3, weight=flow.ones(2))

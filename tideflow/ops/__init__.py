@@ -17,6 +17,7 @@ from . import (
     shape,
     special,
     spectral,
+    statistics,
     strided,
     unary,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "shape",
     "softmax",
     "spectral",
+    "statistics",
     "strided",
     "special",
     "unary",
