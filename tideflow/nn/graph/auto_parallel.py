@@ -26,6 +26,7 @@ from ...framework.sbp import B, P
 from ...parallel._auto_session import Planned, Recorder
 from ...parallel._comm import comm_for
 from ...parallel.auto import PlanCounts, Problem, Solution, build_problem, describe, search
+from ...parallel.boxing import BOXING
 from ...parallel.cost._calibrate import cache_path, local_cluster
 
 
@@ -71,7 +72,7 @@ def plan_counts(plan, program) -> PlanCounts:
 def _exchanges(node) -> bool:
     """Whether a communicating node waits for other ranks: not a boxing that only slices or
     zeroes its shard (B->S, B->P, S->P), nor one on a single rank."""
-    if node.op.name != "boxing":
+    if node.op is not BOXING:
         return True
     step = node.attrs["step"]
     return len(step.group) > 1 and step.src is not B and step.dst is not P
