@@ -31,6 +31,7 @@ FAILING = 1
 BOUND_S = 10.0  # from the fault to the end of the job
 STALL_TIMEOUT_S = 3  # the communication timeout of the stall runs
 REPEATS = 20
+JOB_TIMEOUT_S = 60  # run_job's bound on one job (a graph job compiles for seconds)
 _TAG_VAR = "TIDEFLOW_FAULT_TEST_TAG"  # marks the processes of one job, to find leftovers
 
 
@@ -67,10 +68,10 @@ def _run_once(launch, tmp_path, point: str, kind: str, seed: int) -> float:
     elif kind == "stall":
         env["TIDEFLOW_COMM_TIMEOUT"] = str(STALL_TIMEOUT_S)  # a launched job's setting
     if kind == "stall":
-        job = launch(RANKS, args, **env)
+        job = launch(RANKS, args, timeout=JOB_TIMEOUT_S, **env)
     else:
         launcher = [sys.executable, "-m", "tideflow.distributed.launch", "--nproc_per_node"]
-        job = run_job([*launcher, str(RANKS), *args], **env)
+        job = run_job([*launcher, str(RANKS), *args], JOB_TIMEOUT_S, **env)
     ended = time.time()
     output = job.stdout + job.stderr
     assert log.exists(), f"the fault was never reached:\n{output}"
@@ -107,6 +108,7 @@ def test_a_fault_ends_the_job(launch, tmp_path, point, kind):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(REPEATS * JOB_TIMEOUT_S)  # each run is bounded by its own
 @pytest.mark.parametrize(("point", "kind"), CASES)
 def test_a_fault_ends_the_job_every_time(launch, tmp_path, point, kind):
     times = [_run_once(launch, tmp_path, point, kind, seed) for seed in range(REPEATS)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -52,3 +53,11 @@ def test_a_pytorch_program_runs_unchanged_through_mock_torch(mpiexec, tmp_path):
     for rank in range(2):
         seen = json.loads((tmp_path / f"rank{rank}").read_text())
         assert seen == [rank, [3.0, 3.0, 3.0], [[0.0, 0.0], [1.0, 1.0]]]
+
+
+def test_a_rank_that_exits_leaves_the_others_and_one_that_is_killed_is_named(mpiexec):
+    job = run_job([*LAUNCH, "--nproc_per_node", "2", str(WORKERS / "outlived.py")])
+    output = job.stdout + job.stderr
+    assert job.returncode != 0 and "rank 0: done" in job.stdout, output
+    pid = re.search(r"rank 1: pid (\d+)", job.stdout).group(1)
+    assert f"tideflow: rank 1 (pid {pid}) died without a word" in output, output

@@ -26,7 +26,7 @@ _SIZE = 256
 class _Record:
     def __init__(self, path: Path) -> None:
         self.pid = os.getpid()
-        with open(path, "w+b") as f:
+        with open(path, "x+b") as f:
             f.truncate(_SIZE)
             self._map = mmap.mmap(f.fileno(), _SIZE)
         self._map[:1] = RUNNING
@@ -46,7 +46,10 @@ def _record_from_environment() -> _Record | None:
     directory = os.environ.get(RECORDS_VAR)
     if not directory or not launched():
         return None
-    record = _Record(Path(directory) / f"rank-{launcher_rank_and_size()[0]}")
+    try:
+        record = _Record(Path(directory) / f"rank-{launcher_rank_and_size()[0]}")
+    except FileExistsError:  # a process the rank spawned (a DataLoader worker): not the rank
+        return None
     atexit.register(record.mark, EXITED)  # a normal exit; failure.abort marks ABORTING
     return record
 

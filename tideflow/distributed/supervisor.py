@@ -30,7 +30,7 @@ from pathlib import Path
 
 from . import records
 
-_POLL_MS = 50  # between looks for ranks not watched yet
+_POLL_MS = 50  # between looks for ranks not watched yet (then it sleeps until a process ends)
 _HYDRA_EXIT_SECONDS = 5.0  # for mpiexec to notice that its ranks are gone
 
 
@@ -69,8 +69,9 @@ class _Watch:
         """Wait for mpiexec to end (None) or for a rank to end that did not exit normally:
         a line for each that died without a word (none when one said why itself)."""
         while True:
+            everyone = len(self.rank_of) >= self.ranks
             try:
-                ready = [fd for fd, _ in self.poll.poll(_POLL_MS)]
+                ready = [fd for fd, _ in self.poll.poll(None if everyone else _POLL_MS)]
             except KeyboardInterrupt:  # the terminal sent it to mpiexec too: it ends the job
                 continue
             found = records.read(self.directory)
@@ -125,7 +126,7 @@ class _Watch:
         os.close(fd)
 
     def known(self) -> list[int]:
-        return [pid for pid in self.rank_of if pid != self.mpiexec]
+        return list(self.rank_of)
 
     def close(self) -> None:
         for fd in list(self.fds):
