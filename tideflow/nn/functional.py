@@ -9,6 +9,7 @@ from ..ops.nn.deform_conv import *  # noqa: F403
 from ..ops.nn.distance import *  # noqa: F403
 from ..ops.nn.dropout import *  # noqa: F403
 from ..ops.nn.embedding import *  # noqa: F403
+from ..ops.nn.embedding_bag import *  # noqa: F403
 from ..ops.nn.fold import *  # noqa: F403
 from ..ops.nn.grid_sampling import *  # noqa: F403
 from ..ops.nn.linear import *  # noqa: F403

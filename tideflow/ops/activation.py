@@ -15,9 +15,9 @@ import numpy as np
 import scipy.special as sc
 
 from ..framework.dispatch import inplace as inplace_method
-from ..framework.errors import DTypeError, Rejected, TideflowError
+from ..framework.errors import DTypeError, Rejected, ShapeError, TideflowError
 from ..framework.tensor import Tensor
-from . import _special
+from . import _special, creation
 from ._rules import (
     B,
     Meta,
@@ -28,6 +28,7 @@ from ._rules import (
     dispatch,
     elementwise_sbp,
     halves_in_float32,
+    normalize_dim,
 )
 from .binary import where
 from .unary import (
@@ -79,6 +80,9 @@ __all__ = [
     "threshold",
     "threshold_",
     "prelu",
+    "glu",
+    "rrelu",
+    "rrelu_",
 ]
 
 _NO_ATTRS: dict = {}
@@ -503,3 +507,51 @@ _silu_inplace = inplace_method(silu, "silu_")
 _mish_inplace = inplace_method(mish, "mish_")
 _hardsigmoid_inplace = inplace_method(hardsigmoid, "hardsigmoid_")
 _hardswish_inplace = inplace_method(hardswish, "hardswish_")
+
+
+# -- gated and randomized units ------------------------------------------------------------------
+@halves_in_float32
+@checked
+def glu(input: Tensor, dim=-1):
+    """The gated linear unit: `a * sigmoid(b)` for the halves a, b of `input` along `dim`.
+
+    >>> F.glu(flow.tensor([[1.0, 2.0, 0.0, 1.0]]))
+    tensor([[0.5000, 1.4621]])
+    """
+    if input.ndim == 0:
+        raise ShapeError("glu: does not support scalars because halving size must be even")
+    dim = normalize_dim("glu", dim, input.ndim)
+    if input.shape[dim] % 2:
+        raise ShapeError(
+            f"glu: Halving dimension must be even, but dimension {dim} is size {input.shape[dim]}"
+        )
+    a, b = input.chunk(2, dim)
+    return a * sigmoid(b)
+
+
+@checked
+def rrelu(input: Tensor, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """The randomized leaky ReLU: negative inputs scaled by a slope drawn uniformly from
+    [lower, upper] per element in training, by the mean slope (lower + upper) / 2 otherwise.
+
+    >>> F.rrelu(flow.tensor([-1.0, 2.0]), 0.1, 0.3)
+    tensor([-0.2000,  2.0000])
+    """
+    if lower > upper:
+        raise ValueError(
+            f"rrelu: the lower bound ({lower}) should be less than or equal to the upper "
+            f"bound ({upper})"
+        )
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+    slopes = creation.empty_like(input).uniform_(lower, upper)
+    out = where(input >= 0, input, input * slopes)
+    if inplace:
+        input.copy_(out)
+        return input
+    return out
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    """`rrelu` in place."""
+    return rrelu(input, lower, upper, training, inplace=True)

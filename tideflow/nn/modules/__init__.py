@@ -4,6 +4,7 @@ from .activation import (
     CELU,
     ELU,
     GELU,
+    GLU,
     SELU,
     Hardshrink,
     Hardsigmoid,
@@ -16,6 +17,7 @@ from .activation import (
     PReLU,
     ReLU,
     ReLU6,
+    RReLU,
     Sigmoid,
     SiLU,
     Softmax,
@@ -41,6 +43,7 @@ from .dropout import (
     FeatureAlphaDropout,
 )
 from .flatten import Flatten, Unflatten
+from .fold import Fold, Unfold
 from .lazy import LazyConv1d, LazyConv2d, LazyConv3d, LazyLinear
 from .linear import Bilinear, Identity, Linear
 from .loss import (
@@ -76,6 +79,7 @@ from .normalization import (
     InstanceNorm2d,
     InstanceNorm3d,
     LayerNorm,
+    LocalResponseNorm,
     RMSNorm,
 )
 from .padding import (
@@ -95,7 +99,7 @@ from .padding import (
     ZeroPad2d,
     ZeroPad3d,
 )
-from .pixelshuffle import PixelShuffle, PixelUnshuffle
+from .pixelshuffle import ChannelShuffle, PixelShuffle, PixelUnshuffle
 from .pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
@@ -186,6 +190,12 @@ __all__ = [
     "Embedding",
     "EmbeddingBag",
     "Flatten",
+    "Fold",
+    "Unfold",
+    "GLU",
+    "RReLU",
+    "LocalResponseNorm",
+    "ChannelShuffle",
     "LazyConv1d",
     "LazyConv2d",
     "LazyConv3d",

@@ -429,3 +429,44 @@ class Softmax2d(Module):
         if input.ndim not in (3, 4):
             raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D instead")
         return F.softmax(input, -3, _stacklevel=5)
+
+
+class GLU(Module):
+    """The gated linear unit: `a * sigmoid(b)` for the halves a, b of the input along `dim`.
+
+    >>> flow.nn.GLU()(flow.randn(4, 6)).shape
+    tideflow.Size([4, 3])
+    """
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.glu(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class RReLU(Module):
+    """The randomized leaky ReLU: a slope drawn from U(lower, upper) per negative element in
+    training, their mean in evaluation.
+
+    >>> flow.nn.RReLU(0.1, 0.3).eval()(flow.tensor([-1.0, 2.0]))
+    tensor([-0.2000,  2.0000])
+    """
+
+    def __init__(
+        self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False
+    ) -> None:
+        super().__init__()
+        self.lower = lower
+        self.upper = upper
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}{_inplace_repr(self.inplace, ', ')}"

@@ -323,3 +323,25 @@ class RMSNorm(Module):
         return (
             f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
         )
+
+
+class LocalResponseNorm(Module):
+    """Divide each value by `(k + alpha * mean(x**2)) ** beta` over a window of `size`
+    neighbouring channels (see `F.local_response_norm`).
+
+    >>> flow.nn.LocalResponseNorm(2)(flow.randn(2, 5, 3, 3)).shape
+    tideflow.Size([2, 5, 3, 3])
+    """
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> None:
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -40,3 +40,22 @@ class PixelUnshuffle(Module):
 
     def extra_repr(self) -> str:
         return f"downscale_factor={self.downscale_factor}"
+
+
+class ChannelShuffle(Module):
+    """Interleave the channels of `groups` groups: (N, g * k, *) with channel i * k + j
+    moving to j * g + i (ShuffleNet).
+
+    >>> flow.nn.ChannelShuffle(2)(flow.arange(4.0).reshape(1, 4, 1)).flatten().tolist()
+    [0.0, 2.0, 1.0, 3.0]
+    """
+
+    def __init__(self, groups: int) -> None:
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input):
+        return F.channel_shuffle(input, self.groups)
+
+    def extra_repr(self) -> str:
+        return f"groups={self.groups}"

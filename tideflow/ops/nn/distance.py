@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...framework import dtype as dtypes
-from ...framework.errors import DTypeError, TensorIndexError, TideflowError
+from ...framework.errors import DTypeError, ShapeError, TensorIndexError, TideflowError
 from ...framework.tensor import Tensor
+from .. import creation
 from .._rules import (
     B,
     Meta,
@@ -23,7 +24,7 @@ from .._rules import (
 )
 from .softmax import reject_unless
 
-__all__ = ["cosine_similarity", "pairwise_distance", "normalize", "one_hot"]
+__all__ = ["cosine_similarity", "pairwise_distance", "pdist", "normalize", "one_hot"]
 
 
 def _clamped_norm(x, dim: int, eps: float):
@@ -121,3 +122,22 @@ def one_hot(tensor: Tensor, num_classes=-1):
         num_classes = int(tensor.max()) + 1
     num_classes = int_arg("one_hot", "num_classes", num_classes)
     return dispatch(_one_hot, (tensor,), {"num_classes": num_classes})
+
+
+@checked
+def pdist(input: Tensor, p=2.0):
+    """The p-norm distances between the rows of a 2-d input, each pair once: for N rows the
+    N * (N - 1) / 2 distances of (0, 1), (0, 2), ..., (N - 2, N - 1).
+
+    >>> F.pdist(flow.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 1.0]]))
+    tensor([5.0000, 1.0000, 4.2426])
+    """
+    if input.ndim != 2:
+        raise ShapeError(f"pdist: expected a 2-d input, got shape {list(input.shape)}")
+    if p < 0:
+        raise ValueError(f"pdist: p must be non-negative, got {p}")
+    first, second = (
+        creation.tensor(rows, dtype=dtypes.int64, **creation.on_placement_of(input))
+        for rows in np.triu_indices(input.shape[0], 1)
+    )
+    return (input[first] - input[second]).norm(p, 1)

@@ -20,9 +20,18 @@ from ...framework.grad_mode import no_grad
 from ...framework.node import is_float
 from ...framework.tensor import Tensor
 from .._rules import B, Meta, P, S, Signature, checked, defop, dispatch
+from .padding import pad
+from .pooling import avg_pool2d, avg_pool3d
 from .softmax import compute_dtype, refuse_grad, reject_unless
 
-__all__ = ["batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm"]
+__all__ = [
+    "batch_norm",
+    "instance_norm",
+    "layer_norm",
+    "group_norm",
+    "rms_norm",
+    "local_response_norm",
+]
 
 _HALF = (dtypes.float16, dtypes.bfloat16)
 
@@ -587,3 +596,32 @@ def instance_norm(
             unbiased = var.reshape(n, c).sum(0) * (spatial / (spatial - 1) / n)
             _update_running(running_var, unbiased, momentum)
     return _channel_affine(y.reshape(input.shape), weight, bias, input)
+
+
+# -- local response normalization ---------------------------------------------------------------
+@checked
+def local_response_norm(input: Tensor, size, alpha=1e-4, beta=0.75, k=1.0):
+    """Each value divided by `(k + alpha * mean(x**2)) ** beta`, the mean over a window of
+    `size` neighbouring channels (zero-padded at the ends), as in AlexNet. Inputs are (N, C,
+    *) with at least one spatial dim.
+
+    >>> F.local_response_norm(flow.ones(1, 3, 2), size=2).shape
+    tideflow.Size([1, 3, 2])
+    """
+    if input.ndim < 3:
+        raise ValueError(
+            "local_response_norm: expected 3D or higher dimensionality input (got "
+            f"{input.ndim} dimensions)"
+        )
+    if input.numel() == 0:
+        return input
+    before, after = size // 2, (size - 1) // 2
+    square = input * input
+    if input.ndim == 3:
+        window = pad(square.unsqueeze(1), (0, 0, before, after))
+        mean = avg_pool2d(window, (size, 1), stride=1).squeeze(1)
+    else:
+        n, c, first = input.shape[:3]
+        window = pad(square.reshape(n, 1, c, first, -1), (0, 0, 0, 0, before, after))
+        mean = avg_pool3d(window, (size, 1, 1), stride=1).squeeze(1).reshape(input.shape)
+    return input / (mean * alpha + k) ** beta

@@ -41,6 +41,12 @@ __all__ = [
     "max_unpool1d",
     "max_unpool2d",
     "max_unpool3d",
+    "max_pool1d_with_indices",
+    "max_pool2d_with_indices",
+    "max_pool3d_with_indices",
+    "adaptive_max_pool1d_with_indices",
+    "adaptive_max_pool2d_with_indices",
+    "adaptive_max_pool3d_with_indices",
 ]
 
 
@@ -603,3 +609,22 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
     """The partial inverse of `max_pool3d` (see `max_unpool2d`).
     `F.max_unpool3d(*F.max_pool3d(x, 2, return_indices=True), 2)`"""
     return _max_unpool_nd(3, input, indices, kernel_size, stride, padding, output_size)
+
+
+# -- PyTorch's names for the pools that return their argmax ---------------------------------------
+def _with_indices(pool):
+    def pool_with_indices(input, *args, **kwargs):
+        kwargs["return_indices"] = True
+        return pool(input, *args, **kwargs)
+
+    pool_with_indices.__name__ = f"{pool.__name__}_with_indices"
+    pool_with_indices.__doc__ = f"`{pool.__name__}(..., return_indices=True)`: (values, indices)."
+    return pool_with_indices
+
+
+max_pool1d_with_indices = _with_indices(max_pool1d)
+max_pool2d_with_indices = _with_indices(max_pool2d)
+max_pool3d_with_indices = _with_indices(max_pool3d)
+adaptive_max_pool1d_with_indices = _with_indices(adaptive_max_pool1d)
+adaptive_max_pool2d_with_indices = _with_indices(adaptive_max_pool2d)
+adaptive_max_pool3d_with_indices = _with_indices(adaptive_max_pool3d)

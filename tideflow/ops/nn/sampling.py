@@ -29,6 +29,8 @@ __all__ = [
     "upsample_bilinear",
     "pixel_shuffle",
     "pixel_unshuffle",
+    "channel_shuffle",
+    "native_channel_shuffle",
 ]
 
 
@@ -508,3 +510,30 @@ def pixel_unshuffle(input: Tensor, downscale_factor):
     x = input.reshape(*lead, c, h // r, r, w // r, r)
     x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)  # (*, C, r, r, H, W)
     return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+@checked
+def channel_shuffle(input: Tensor, groups):
+    """Interleave the channels of `groups` groups (ShuffleNet): (N, g * k, *) with channel
+    i * k + j moving to j * g + i.
+
+    >>> F.channel_shuffle(flow.arange(6.0).reshape(1, 6, 1), 3).flatten().tolist()
+    [0.0, 2.0, 4.0, 1.0, 3.0, 5.0]
+    """
+    g = int(groups)
+    if input.ndim <= 2:
+        raise ShapeError(
+            "channel_shuffle: expected an input with more than 2 dims, got shape "
+            f"{list(input.shape)}"
+        )
+    if g <= 0:
+        raise ValueError(f"channel_shuffle: the number of groups must be positive, got {g}")
+    n, c, *rest = input.shape
+    if c % g:
+        raise ShapeError(
+            f"channel_shuffle: the number of channels ({c}) must be divisible by groups ({g})"
+        )
+    return input.reshape(n, g, c // g, *rest).transpose(1, 2).reshape(input.shape)
+
+
+native_channel_shuffle = channel_shuffle

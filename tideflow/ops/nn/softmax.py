@@ -16,9 +16,10 @@ from ...framework.errors import DTypeError, Rejected, TideflowError
 from ...framework.grad_mode import is_grad_enabled
 from ...framework.node import is_float
 from ...framework.tensor import Tensor
+from .. import creation
 from .._rules import B, Meta, P, S, Signature, checked, defop, dispatch, methods, normalize_dim
 
-__all__ = ["softmax", "log_softmax", "softmin"]
+__all__ = ["softmax", "log_softmax", "softmin", "gumbel_softmax"]
 
 
 # -- helpers shared by the nn.functional modules ---------------------------------------------
@@ -333,3 +334,25 @@ def _log_softmax_method(self, dim, dtype=None):
 
 
 methods(softmax=_softmax_method, log_softmax=_log_softmax_method)
+
+
+@checked
+def gumbel_softmax(logits: Tensor, tau=1.0, hard=False, eps=1e-10, dim=-1):
+    """A sample of the Gumbel-softmax (concrete) distribution: softmax((logits + g) / tau)
+    along `dim` with g standard Gumbel noise. With `hard`, the one-hot of its argmax in the
+    forward, the soft sample's gradient in the backward (straight-through).
+
+    >>> F.gumbel_softmax(flow.zeros(2, 3), tau=0.5, hard=True).sum(-1)
+    tensor([1., 1.])
+    """
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+    # g = -log(E) with E ~ Exp(1) = -log(U); E kept positive, so g stays finite
+    uniform = creation.empty_like(logits).uniform_(0.0, 1.0)
+    exponential = (-(1 - uniform).log()).clamp_min(float(np.finfo(np.float32).tiny))
+    soft = softmax((logits - exponential.log()) / tau, dim)
+    if not hard:
+        return soft
+    index = soft.argmax(dim, keepdim=True)
+    one_hot = creation.zeros_like(logits).scatter(dim, index, 1.0)
+    return one_hot - soft.detach() + soft
