@@ -69,6 +69,7 @@ from .ops.conversion import *
 from .ops.creation import *
 from .ops.indexing import *
 from .ops.linalg import *
+from .ops.linalg_rank import *
 from .ops.linalg_svd import *
 from .ops.nn.softmax import log_softmax, softmax
 from .ops.random import *

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tideflow as flow
-from tideflow.framework.errors import TideflowError
+from tideflow.framework.errors import DTypeError, ShapeError, TideflowError
 
 
 def _complex(*shape, seed=0):
@@ -36,3 +36,38 @@ def test_svd_gradient_of_a_phase_free_loss_is_finite():
 def test_svd_refuses_cusolver_drivers():
     with pytest.raises(TideflowError, match="driver= is only supported on CUDA"):
         flow.linalg.svd(flow.eye(2), driver="gesvd")
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (
+            lambda: flow.linalg.lstsq(flow.eye(3), flow.zeros(3, 2), driver="gesv"),
+            TideflowError,
+            r"linalg\.lstsq: driver should be one of gels, gelsy, gelsd, gelss, got 'gesv'",
+        ),
+        (
+            lambda: flow.linalg.lstsq(flow.eye(3), flow.zeros(4, 2)),
+            ShapeError,
+            r"linalg\.lstsq: the rows of A and B differ \(shapes \[3, 3\] and \[4, 2\]\)",
+        ),
+        (
+            lambda: flow.linalg.lstsq(flow.eye(3), flow.zeros(3, 2, dtype=flow.float64)),
+            DTypeError,
+            r"linalg\.lstsq: expected A and B of the same dtype, got float32 and float64",
+        ),
+        (
+            lambda: flow.linalg.pinv(flow.eye(3), 0.1, atol=0.2),
+            TideflowError,
+            r"linalg\.pinv: give either the positional tolerance or atol/rtol, not both",
+        ),
+        (
+            lambda: flow.linalg.matrix_rank(flow.zeros(2, 3), hermitian=True),
+            ShapeError,
+            r"linalg\.matrix_rank: expected a square matrix or a batch of them, got shape \[2, 3\]",
+        ),
+    ],
+)
+def test_errors(call, error, match):
+    with pytest.raises(error, match=match):
+        call()

@@ -446,3 +446,100 @@ RECORDS += [
         gradcheck=False,
     ),
 ]
+
+
+# -- tolerances on singular values: pinv, matrix_rank, lstsq -----------------------------------
+def _rank_deficient(rng, dtype, shape, rank):
+    """A product of (m x rank) and (rank x n) factors: exactly `rank` nonzero singular values
+    (to rounding), so a default tolerance must drop the rest."""
+    *batch, m, n = shape
+    left = make_array(rng, (*batch, m, rank), dtype)
+    return (left @ make_array(rng, (*batch, rank, n), dtype)).astype(dtype)
+
+
+def _hermitian(lib, name, x, **kwargs):
+    return getattr(lib.linalg, name)(x + x.mH, hermitian=True, **kwargs)
+
+
+def _matrix_rank_samples(rng, dtype):
+    return [
+        Sample((make_array(rng, (3, 2), dtype),)),
+        Sample((_rank_deficient(rng, dtype, (2, 4, 3), 1),)),
+        Sample((_rank_deficient(rng, dtype, (4, 4), 2),), {"atol": 0.5}),
+        Sample((_rank_deficient(rng, dtype, (4, 4), 2),), {"atol": 1e-3, "rtol": 0.2}),
+        Sample((_rank_deficient(rng, dtype, (3, 3), 2), 1e-3)),
+        Sample((make_array(rng, (0, 3), dtype),)),
+    ]
+
+
+def _lstsq_without_singular_values(lib, *args, **kwargs):
+    """gelsy (the default) and gels return no singular values: an empty tensor apart from
+    the graph (second derivatives have nothing to differentiate), checked by the other
+    record."""
+    return lib.linalg.lstsq(*args, **kwargs)[:3]
+
+
+def _lstsq_samples(rng, dtype):
+
+    def pair(a, b, *args, **kwargs):
+        return Sample((make_array(rng, a, dtype), make_array(rng, b, dtype), *args), kwargs)
+
+    return [
+        pair((4, 2), (4, 3)),
+        pair((4, 2), (4,)),
+        pair((2, 4, 3), (2, 4, 2)),
+        pair((2, 4), (2, 3), 1e-2),
+        pair((4, 2), (4, 3), driver="gels"),
+        pair((2, 4, 3), (2, 4), driver="gels"),
+    ]
+
+
+def _lstsq_svd_driver_samples(rng, dtype):
+    """gelsd and gelss also return the singular values, which PyTorch does not differentiate
+    (tideflow does): forward only; their solutions' gradients are those of the records above."""
+
+    def pair(a, b, *args, **kwargs):
+        arrays = (make_array(rng, a, dtype), make_array(rng, b, dtype))
+        return Sample((*arrays, *args), kwargs, grad=False)
+
+    deficient = _rank_deficient(rng, dtype, (4, 3), 2)
+    return [
+        pair((2, 4, 3), (2, 4, 2), driver="gelsd"),
+        pair((2, 4, 3), (2, 4), driver="gelss"),
+        pair((2, 4), (2, 3), driver="gelsd"),
+        pair((3, 3), (3, 2), 1e-2, driver="gelss"),
+        Sample((deficient, make_array(rng, (4, 2), dtype)), {"driver": "gelsd"}, grad=False),
+    ]
+
+
+RECORDS += [
+    OpInfo("linalg.pinv", _matrices((3, 2), (2, 3), (2, 3, 3), (0, 3)), dtypes=SOLVER_DTYPES),
+    OpInfo(
+        "linalg.pinv",
+        _square_samples(shapes=((3, 3), (2, 2, 2))),
+        op=functools.partial(_hermitian, flow, "pinv"),
+        torch=lambda torch, x: _hermitian(torch, "pinv", x),
+        dtypes=SOLVER_DTYPES,
+        variant="hermitian",
+    ),
+    OpInfo("linalg.pinv", _matrices((3, 2), atol=0.1, rtol=0.01), variant="tolerances"),
+    OpInfo("pinverse", _matrices((3, 2), (2, 2, 3)), dtypes=SOLVER_DTYPES),
+    OpInfo("linalg.matrix_rank", _matrix_rank_samples, dtypes=SOLVER_DTYPES, grad=False),
+    OpInfo(
+        "linalg.matrix_rank",
+        lambda rng, dtype: [Sample((_rank_deficient(rng, dtype, (3, 3), 1),))],
+        op=functools.partial(_hermitian, flow, "matrix_rank"),
+        torch=lambda torch, x: _hermitian(torch, "matrix_rank", x),
+        dtypes=SOLVER_DTYPES,
+        grad=False,
+        variant="hermitian",
+    ),
+    OpInfo(
+        "linalg.lstsq",
+        _lstsq_samples,
+        op=functools.partial(_lstsq_without_singular_values, flow),
+        torch=_lstsq_without_singular_values,
+        dtypes=SOLVER_DTYPES,
+    ),
+    OpInfo("linalg.lstsq", _lstsq_svd_driver_samples, dtypes=SOLVER_DTYPES, variant="svd_drivers"),
+]
