@@ -72,17 +72,19 @@ def _profile_table(profile: dict) -> str:
 
 def _timing_table(env: dict[str, str], ranks: int, mode: str, steps: int, timeout: float) -> str:
     mpiexec = Path(sys.executable).parent / "mpiexec"
-    command = [str(mpiexec), "-n", str(ranks), sys.executable, str(WORKER), mode, str(steps)]
-    try:
-        done = subprocess.run(
-            command, env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO
-        )
-    except subprocess.TimeoutExpired:
-        return f"({ranks} ranks, {mode}: not finished within {timeout:.0f} s)"
-    table = [line for line in done.stdout.splitlines() if line.startswith("|")]
+    with tempfile.NamedTemporaryFile("r", suffix=".md") as tables:
+        command = [str(mpiexec), "-n", str(ranks), sys.executable, str(WORKER), mode,
+                   str(steps), tables.name]  # fmt: skip
+        try:
+            done = subprocess.run(
+                command, env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO
+            )
+        except subprocess.TimeoutExpired:
+            return f"({ranks} ranks, {mode}: not finished within {timeout:.0f} s)"
+        table = tables.read().strip()
     if done.returncode or not table:
         return f"({ranks} ranks, {mode}: failed)\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-    return "\n".join(table)
+    return table
 
 
 def main() -> None:

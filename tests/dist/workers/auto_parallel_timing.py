@@ -2,7 +2,7 @@
 prints a markdown table (benchmarks/plan_validation.py collects them for
 docs/parallel_graphs.md).
 
-    auto_parallel_timing.py [plans|layouts] [steps]
+    auto_parallel_timing.py [plans|layouts] [steps] [tables.md]
 
 `plans` (2 or 4 ranks): the plans the auto-parallel tests run, at sizes where compute
 shows. `layouts` (2, 4 or 8 ranks): the char-GPT in the layouts the parallel-graph tests run
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from global_checks import RANK, SIZE, done
@@ -33,6 +34,7 @@ S = flow.sbp
 ALL = flow.placement("cpu", ranks=list(range(SIZE)))
 MODE = sys.argv[1] if len(sys.argv) > 1 else "plans"
 WARMUP, STEPS = 2, int(sys.argv[2]) if len(sys.argv) > 2 else 10
+OUT = sys.argv[3] if len(sys.argv) > 3 else None
 rng = np.random.default_rng(0)
 
 
@@ -115,6 +117,7 @@ def gpt_plan(dp: int, tp: int = 1, pp: int = 1, broadcast_batch: bool = False):
     return measure(graph, inputs)
 
 
+lines: list[str] = []
 if MODE == "plans":
     rows = [
         ("MLP 256-1024-256, batch 512, split batch", mlp_plan(S.split(0))),
@@ -132,19 +135,26 @@ else:
     }[SIZE]  # fmt: skip
     rows = [(f"char-GPT {name}", gpt_plan(dp, tp, pp)) for name, dp, tp, pp in layouts]
     planned = [planner_step(dp, tp, pp) for _, dp, tp, pp in layouts]
-    if RANK == 0:
-        print(f"| layout ({SIZE} ranks) | planner predicted ms | measured ms | "
-              "measured / predicted |")  # fmt: skip
-        print("|---|---|---|---|")
-        for (name, (*_, measured)), predicted in zip(rows, planned, strict=True):
-            print(f"| {name} | {predicted * 1e3:.1f} | {measured * 1e3:.1f} | "
-                  f"{measured / predicted:.2f} |")  # fmt: skip
-        print()
+    lines += [
+        f"| layout ({SIZE} ranks) | planner predicted ms | measured ms | measured / predicted |",
+        "|---|---|---|---|",
+        *(f"| {name} | {predicted * 1e3:.1f} | {measured * 1e3:.1f} | "
+          f"{measured / predicted:.2f} |"
+          for (name, (*_, measured)), predicted in zip(rows, planned, strict=True)),
+        "",
+    ]  # fmt: skip
+lines += [
+    f"| plan ({SIZE} ranks) | predicted greedy ms | predicted searched ms | "
+    "searched as compiled ms | measured ms | measured / predicted |",
+    "|---|---|---|---|---|---|",
+    *(f"| {name} | {greedy * 1e3:.1f} | {searched * 1e3:.1f} | {lowered * 1e3:.1f} | "
+      f"{measured * 1e3:.1f} | {measured / lowered:.2f} |"
+      for name, (greedy, searched, lowered, measured) in rows),
+]  # fmt: skip
 if RANK == 0:
-    print(f"| plan ({SIZE} ranks) | predicted greedy ms | predicted searched ms | "
-          "searched as compiled ms | measured ms | measured / predicted |")  # fmt: skip
-    print("|---|---|---|---|---|---|")
-    for name, (greedy, searched, lowered, measured) in rows:
-        print(f"| {name} | {greedy * 1e3:.1f} | {searched * 1e3:.1f} | {lowered * 1e3:.1f} | "
-              f"{measured * 1e3:.1f} | {measured / lowered:.2f} |")  # fmt: skip
+    # NOTE: to a file when given one: other ranks' output can split lines printed to a pipe
+    if OUT is None:
+        print("\n".join(lines))
+    else:
+        Path(OUT).write_text("\n".join(lines) + "\n")
 done()
