@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from numbers import Number
 
 import numpy as np
 
@@ -672,7 +673,7 @@ def poisson_nll_loss(
 
 @checked
 def gaussian_nll_loss(
-    input: Tensor, target: Tensor, var: Tensor | float, full=False, eps=1e-06, reduction="mean"
+    input: Tensor, target: Tensor, var: Tensor | Number, full=False, eps=1e-06, reduction="mean"
 ):
     """Negative log likelihood of `target` under Gaussians of mean `input` and variance `var`:
     `0.5 * (log(var) + (input - target) ** 2 / var)` (+ `0.5 * log(2 pi)` with `full`). `var`
