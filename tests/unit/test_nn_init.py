@@ -224,3 +224,19 @@ def test_sparse_zeroes_a_fixed_count_per_column():
 
 def test_docstring_examples_run():
     run_doctests(init)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["uniform", "normal", "constant", "dirac", "xavier_uniform", "xavier_normal",
+     "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse"],
+)  # fmt: skip
+def test_names_without_underscore_warn_and_initialize_like_the_new_ones(name):
+    args = {"constant": (0.5,), "sparse": (0.5,)}.get(name, ())
+    shape = (4, 2, 3) if name == "dirac" else (4, 3)
+    flow.manual_seed(3)
+    expected = getattr(flow.nn.init, f"{name}_")(flow.empty(*shape), *args).numpy()
+    flow.manual_seed(3)
+    with pytest.warns(FutureWarning, match=rf"`nn.init.{name}` is now deprecated in favor of"):
+        got = getattr(flow.nn.init, name)(flow.empty(*shape), *args)
+    np.testing.assert_array_equal(got.numpy(), expected)

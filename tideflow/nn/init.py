@@ -10,6 +10,7 @@ tideflow.Size([3, 5])
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
@@ -361,3 +362,33 @@ def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) 
             perms = [randperm(rows, generator=generator)[:num_zeros] for _ in range(cols)]
             tensor[stack(perms, dim=1), arange(cols).expand(num_zeros, cols)] = 0
     return tensor
+
+
+# -- the names without the trailing underscore, deprecated in PyTorch ------------------------------
+def _deprecated(initializer):
+    old = initializer.__name__.rstrip("_")
+
+    @functools.wraps(initializer)
+    def deprecated(*args, **kwargs):
+        warnings.warn(
+            f"`nn.init.{old}` is now deprecated in favor of `nn.init.{initializer.__name__}`.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return initializer(*args, **kwargs)
+
+    deprecated.__name__ = deprecated.__qualname__ = old
+    deprecated.__doc__ = f"Deprecated: `{initializer.__name__}`."
+    return deprecated
+
+
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+constant = _deprecated(constant_)
+dirac = _deprecated(dirac_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+orthogonal = _deprecated(orthogonal_)
+sparse = _deprecated(sparse_)
