@@ -64,6 +64,7 @@ from .framework.grad_mode import (
 from .framework.tensor import Size, Tensor
 from .io import load, save
 from .ops.binary import *
+from .ops.calculus import *
 from .ops.complex import *
 from .ops.conversion import *
 from .ops.creation import *

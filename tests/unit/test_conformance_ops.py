@@ -107,3 +107,37 @@ def test_histogram_checks_its_input_bins_and_weight():
         flow.histogram(x, 3, range=(0.0, float("inf")))
     with pytest.raises(ShapeError, match=r"histogram: weight must have the input's shape"):
         flow.histogram(x, 3, weight=flow.ones(2))
+
+
+# -- finite differences and integrals -------------------------------------------------------
+def test_diff_checks_its_order_and_the_extra_slices():
+    x = flow.tensor([1.0, 2.0, 4.0])
+    with pytest.raises(ShapeError, match="diff: expected an input of at least one dimension"):
+        flow.diff(flow.tensor(1.0))
+    with pytest.raises(TideflowError, match="diff: order n must be a non-negative int, got -1"):
+        flow.diff(x, n=-1)
+    with pytest.raises(ShapeError, match=r"diff: prepend must have the input's 1 dimensions"):
+        flow.diff(x, prepend=flow.tensor(0.0))
+
+
+def test_gradient_checks_edge_order_sizes_and_spacing():
+    x = flow.tensor([[1.0, 2.0, 4.0]])
+    with pytest.raises(TideflowError, match="gradient: edge_order must be 1 or 2, got 3"):
+        flow.gradient(x, edge_order=3)
+    with pytest.raises(ShapeError, match=r"at least edge_order \+ 1 = 2 points, got shape \[1, 3"):
+        flow.gradient(x)
+    with pytest.raises(TideflowError, match=r"gradient: expected spacing .* got 2 entries"):
+        flow.gradient(x, dim=1, spacing=[1.0, 2.0])
+    with pytest.raises(ShapeError, match=r"coordinates along dim 1 must be a 1-d tensor of its 3"):
+        flow.gradient(x, dim=1, spacing=(flow.tensor([0.0, 1.0]),))
+
+
+@pytest.mark.parametrize("op", [flow.trapezoid, flow.cumulative_trapezoid])
+def test_trapezoid_needs_one_coordinate_per_sample(op):
+    name = op.__name__
+    with pytest.raises(ShapeError, match=rf"{name}: expected one x value per sample point \(3"):
+        op(flow.tensor([1.0, 2.0, 4.0]), flow.tensor([0.0, 1.0]))
+    with pytest.raises(TideflowError, match=rf"{name}: expected either x or dx, not both"):
+        op(flow.tensor([1.0, 2.0]), flow.tensor([0.0, 1.0]), dx=2.0)
+    with pytest.raises(ShapeError, match=rf"{name}: expected y of at least one dimension"):
+        op(flow.tensor(1.0))

@@ -4,6 +4,7 @@ the ops and binds their Tensor methods."""
 from . import (
     activation,
     binary,
+    calculus,
     complex,
     conversion,
     creation,
@@ -45,6 +46,7 @@ __all__ = [
     "activation",
     "attention",
     "binary",
+    "calculus",
     "complex",
     "conv",
     "conversion",
