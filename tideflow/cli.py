@@ -109,6 +109,17 @@ _LAYOUT_FLAGS = ("tp", "pp", "dp", "micro_batch", "recompute", "zero", "interlea
 
 
 def _plan(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    model = {"--layers": args.layers, "--hidden": args.hidden, "--heads": args.heads,
+             "--global-batch": args.global_batch}  # fmt: skip
+    missing = [flag for flag, value in model.items() if value is None]
+    if args.calibrate and len(missing) == len(model):  # measure this machine, plan nothing
+        try:
+            print(json.dumps(cost.calibrate(), indent=1))
+        except TideflowError as e:
+            parser.error(str(e))
+        return 0
+    if missing:
+        parser.error(f"the following arguments are required: {', '.join(missing)}")
     given = {name: getattr(args, name) for name in _LAYOUT_FLAGS}
     try:
         if args.calibrate:
@@ -136,14 +147,13 @@ def _plan(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 def _add_plan_options(plan: argparse.ArgumentParser) -> None:
     model = plan.add_argument_group("model")
     model.add_argument("--model", choices=["gpt"], default="gpt", help="model family")
-    model.add_argument("--layers", type=int, required=True, metavar="L", help="transformer layers")
-    model.add_argument("--hidden", type=int, required=True, metavar="H", help="hidden size")
-    model.add_argument("--heads", type=int, required=True, metavar="A", help="attention heads")
+    # NOTE: required, except by `--calibrate` alone (checked in _plan)
+    model.add_argument("--layers", type=int, metavar="L", help="transformer layers")
+    model.add_argument("--hidden", type=int, metavar="H", help="hidden size")
+    model.add_argument("--heads", type=int, metavar="A", help="attention heads")
     model.add_argument("--seq", type=int, default=2048, metavar="S", help="sequence (2048)")
     model.add_argument("--vocab", type=int, default=51200, metavar="V", help="vocabulary (51200)")
-    model.add_argument(
-        "--global-batch", type=int, required=True, metavar="B", help="sequences per step"
-    )
+    model.add_argument("--global-batch", type=int, metavar="B", help="sequences per step")
     where = plan.add_argument_group("cluster")
     where.add_argument(
         "--cluster", default="a100-80gb", metavar="NAME",

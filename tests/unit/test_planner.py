@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tideflow import cli
 from tideflow.cli import main
 from tideflow.framework.errors import ArgumentError
 from tideflow.parallel.cost import GPTSpec, Layout, evaluate, explain, make_cluster, plan
@@ -186,6 +187,18 @@ def test_plan_refuses_a_bad_layout_with_a_usage_error(capsys):
         main([*PLAN_ARGS, "--tp", "5", "--pp", "1"])
     assert exit_info.value.code == 2
     assert "heads 24 are not divisible by tp 5" in capsys.readouterr().err
+
+
+def test_plan_needs_a_model_unless_it_only_calibrates(capsys, monkeypatch):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["plan", "--cluster", "local", "--layers", "2"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "the following arguments are required: --hidden, --heads, --global-batch" in err
+    measured = {"peak_flops": 1e11}
+    monkeypatch.setattr(cli.cost, "calibrate", lambda: measured)
+    assert main(["plan", "--cluster", "local", "--calibrate"]) == 0
+    assert json.loads(capsys.readouterr().out) == measured
 
 
 def test_the_planning_doc_commands_print_what_it_shows(capsys):
