@@ -15,7 +15,13 @@ from ...ops.reduction import vector_norm
 from ...ops.shape import stack
 from ...parallel.sbp import broadcast
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm"]
+__all__ = [
+    "clip_grad_norm",
+    "clip_grad_norm_",
+    "clip_grad_value_",
+    "clip_grads_with_norm_",
+    "get_total_norm",
+]
 
 _TensorOrTensors = Tensor | Iterable[Tensor]
 
@@ -158,3 +164,14 @@ def _global_total_norm(tensors: list[Tensor], norm_type: float) -> Tensor:
     if p_norm:
         return stack(parts).sum() ** (1.0 / norm_type)
     return vector_norm(stack(parts), norm_type)
+
+
+def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """Deprecated (as in PyTorch): `clip_grad_norm_`."""
+    warnings.warn(
+        "`torch.nn.utils.clip_grad_norm` is now deprecated in favor of "
+        "`torch.nn.utils.clip_grad_norm_`.",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
