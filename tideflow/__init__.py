@@ -63,6 +63,7 @@ from .framework.grad_mode import (
 )
 from .framework.tensor import Size, Tensor
 from .io import load, save
+from .ops.assembly import *
 from .ops.binary import *
 from .ops.calculus import *
 from .ops.complex import *

@@ -141,3 +141,29 @@ def test_trapezoid_needs_one_coordinate_per_sample(op):
         op(flow.tensor([1.0, 2.0]), flow.tensor([0.0, 1.0]), dx=2.0)
     with pytest.raises(ShapeError, match=rf"{name}: expected y of at least one dimension"):
         op(flow.tensor(1.0))
+
+
+# -- tensors assembled from others ------------------------------------------------------------
+def test_assembly_ops_name_the_shapes_they_refuse():
+    row = flow.tensor([[1.0, 2.0]])
+    with pytest.raises(ShapeError, match=r"cartesian_prod: expected tensor 1 to be a 1-d tensor"):
+        flow.cartesian_prod(flow.tensor([1.0]), row)
+    with pytest.raises(DTypeError, match="cartesian_prod: expected tensors of one dtype"):
+        flow.cartesian_prod(flow.tensor([1]), flow.tensor([1.0]))
+    with pytest.raises(ShapeError, match=r"combinations: expected input to be a 1-d tensor"):
+        flow.combinations(row)
+    with pytest.raises(TideflowError, match="combinations: expected r to be a non-negative int"):
+        flow.combinations(flow.tensor([1, 2]), -1)
+    with pytest.raises(ShapeError, match=r"block_diag: .*shape \[1, 1, 2\] for block 1"):
+        flow.block_diag(row, row.unsqueeze(0))
+    with pytest.raises(ShapeError, match=r"vander: expected x to be a 1-d tensor, got shape \[\]"):
+        flow.vander(flow.tensor(2.0))
+    with pytest.raises(TideflowError, match="vander: expected N to be a non-negative int, got -1"):
+        flow.vander(flow.tensor([2.0]), N=-1)
+
+
+def test_vander_differentiates_through_zeros():
+    x = flow.tensor([0.0, 2.0], requires_grad=True)
+    flow.vander(x, 4).sum().backward()
+    # d/dx (x**3 + x**2 + x + 1) = 3 x**2 + 2 x + 1
+    assert x.grad.tolist() == [1.0, 17.0]

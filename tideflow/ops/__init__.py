@@ -3,6 +3,7 @@ the ops and binds their Tensor methods."""
 
 from . import (
     activation,
+    assembly,
     binary,
     calculus,
     complex,
@@ -44,6 +45,7 @@ from .nn import (
 
 __all__ = [
     "activation",
+    "assembly",
     "attention",
     "binary",
     "calculus",
