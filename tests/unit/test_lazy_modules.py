@@ -17,6 +17,17 @@ CASES = [
     ("LazyConv1d", (4, 3), {}, (6, 7)),  # unbatched: channels from dim 0
     ("LazyConv2d", (4, 3), {"padding": 1, "groups": 2}, (2, 6, 5, 5)),
     ("LazyConv3d", (2, 2), {"bias": False}, (1, 3, 3, 3, 3)),
+    ("LazyConvTranspose1d", (4, 3), {"stride": 2}, (2, 3, 9)),
+    ("LazyConvTranspose2d", (4, 3), {"groups": 2, "output_padding": 1, "stride": 2}, (2, 6, 5, 5)),
+    ("LazyConvTranspose3d", (2, 2), {"bias": False}, (1, 3, 3, 3, 3)),
+    ("LazyConvTranspose1d", (4, 3), {}, (6, 7)),  # unbatched
+    ("LazyBatchNorm1d", (), {}, (4, 5)),
+    ("LazyBatchNorm1d", (), {"affine": False}, (4, 5, 3)),
+    ("LazyBatchNorm2d", (), {"momentum": 0.5}, (2, 3, 4, 4)),
+    ("LazyBatchNorm3d", (), {"track_running_stats": False}, (2, 3, 2, 2, 2)),
+    ("LazyInstanceNorm1d", (), {}, (2, 3, 6)),
+    ("LazyInstanceNorm2d", (), {"track_running_stats": False, "bias": False}, (2, 3, 4, 4)),
+    ("LazyInstanceNorm3d", (), {"affine": False}, (1, 2, 3, 3, 3)),
 ]
 
 
@@ -35,6 +46,9 @@ def test_lazy_layer_becomes_the_plain_layer_of_its_first_input(name, args, kwarg
         assert key == tkey and tuple(p.shape) == tuple(tp.shape)
         assert type(p) is nn.Parameter
         p.data.copy_(flow.tensor(tp.detach().numpy()))
+    for (key, b), (tkey, tb) in zip(ours.named_buffers(), theirs.named_buffers(), strict=True):
+        assert key == tkey
+        np.testing.assert_allclose(b.numpy(), tb.numpy(), rtol=4 * np.finfo(np.float32).eps)
     # float64: a few dozen products per output, so both agree to a few ulps
     y = ours.double()(flow.tensor(x)).detach().numpy()
     ty = theirs.double()(torch.tensor(x)).detach().numpy()
@@ -53,3 +67,9 @@ def test_an_optimizer_made_before_the_first_call_updates_the_materialized_weight
 def test_lazy_conv_refuses_channels_the_groups_do_not_divide():
     with pytest.raises(ValueError, match=r"LazyConv2d: in_channels \(3, .*divisible by groups"):
         nn.LazyConv2d(4, 3, groups=2)(flow.randn(1, 3, 5, 5))
+
+
+def test_lazy_instance_norm_reads_the_channels_of_an_unbatched_input():
+    # NOTE: PyTorch's takes dim 1 of an unbatched (C, L) input and then refuses it
+    m = nn.LazyInstanceNorm1d()
+    assert m(flow.randn(3, 6)).shape == (3, 6) and m.num_features == 3

@@ -691,8 +691,8 @@ def test_layers_compose_in_sequential_and_train():
 
 # -- documentation --------------------------------------------------------------------------------
 _LAYER_MODULES = (
-    "activation", "conv", "distance", "dropout", "flatten", "linear", "loss", "normalization",
-    "padding", "pixelshuffle", "pooling", "sparse", "upsampling",
+    "activation", "conv", "distance", "dropout", "flatten", "fold", "lazy", "linear", "loss",
+    "normalization", "padding", "pixelshuffle", "pooling", "sparse", "upsampling",
 )  # fmt: skip
 
 

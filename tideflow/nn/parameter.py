@@ -1,12 +1,12 @@
 """`nn.Parameter` and `nn.Buffer`: tensors a Module registers as its state, and the lazy
-layers' `UninitializedParameter`."""
+layers' `UninitializedParameter` and `UninitializedBuffer`."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..framework.dispatch import _init
-from ..framework.dtype import to_dtype
+from ..framework.dtype import get_default_dtype, to_dtype
 from ..framework.tensor import Tensor
 from ..parallel.global_tensor import GlobalTensor, set_global
 from ..parallel.to_global import global_class
@@ -81,3 +81,26 @@ class UninitializedParameter(Parameter):
 
     def __reduce_ex__(self, protocol):
         return (UninitializedParameter, (self.requires_grad,))
+
+
+class UninitializedBuffer(Tensor):
+    """A buffer whose shape is not known yet (the lazy norms' running statistics): it holds no
+    elements until `materialize(shape)` gives it storage and turns it into a plain tensor,
+    the same object."""
+
+    def __new__(cls, requires_grad: bool = False, device=None, dtype=None):
+        t = object.__new__(cls)
+        _init(t, np.empty(0, (to_dtype(dtype) if dtype is not None else get_default_dtype()).np))
+        return t
+
+    def __init__(self, requires_grad: bool = False, device=None, dtype=None) -> None:
+        pass
+
+    def materialize(self, shape, device=None, dtype=None) -> None:
+        """Give the buffer uninitialized storage of `shape` (the layer initializes it)."""
+        dtype = self.dtype if dtype is None else to_dtype(dtype)
+        _init(self, np.empty(tuple(shape), dtype.np))
+        self.__class__ = Tensor
+
+    def __repr__(self) -> str:
+        return "<UninitializedBuffer>"

@@ -44,7 +44,21 @@ from .dropout import (
 )
 from .flatten import Flatten, Unflatten
 from .fold import Fold, Unfold
-from .lazy import LazyConv1d, LazyConv2d, LazyConv3d, LazyLinear
+from .lazy import (
+    LazyBatchNorm1d,
+    LazyBatchNorm2d,
+    LazyBatchNorm3d,
+    LazyConv1d,
+    LazyConv2d,
+    LazyConv3d,
+    LazyConvTranspose1d,
+    LazyConvTranspose2d,
+    LazyConvTranspose3d,
+    LazyInstanceNorm1d,
+    LazyInstanceNorm2d,
+    LazyInstanceNorm3d,
+    LazyLinear,
+)
 from .linear import Bilinear, Identity, Linear
 from .loss import (
     BCELoss,
@@ -200,6 +214,15 @@ __all__ = [
     "LazyConv2d",
     "LazyConv3d",
     "LazyLinear",
+    "LazyBatchNorm1d",
+    "LazyBatchNorm2d",
+    "LazyBatchNorm3d",
+    "LazyConvTranspose1d",
+    "LazyConvTranspose2d",
+    "LazyConvTranspose3d",
+    "LazyInstanceNorm1d",
+    "LazyInstanceNorm2d",
+    "LazyInstanceNorm3d",
     "GroupNorm",
     "Hardshrink",
     "Hardsigmoid",
