@@ -136,6 +136,7 @@ from .pooling import (
 )
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .sparse import Embedding, EmbeddingBag
+from .sync_batchnorm import SyncBatchNorm
 from .transformer import (
     Transformer,
     TransformerDecoder,
@@ -206,6 +207,7 @@ __all__ = [
     "Flatten",
     "Fold",
     "Unfold",
+    "SyncBatchNorm",
     "GLU",
     "RReLU",
     "LocalResponseNorm",
