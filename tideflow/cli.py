@@ -1,6 +1,7 @@
 """The `tideflow` command line.
 
     tideflow train gpt [--steps N --batch-size B --n-layer L ... --out PATH --seed S]
+    tideflow train deepfm|dlrm [--data CRITEO.tsv --epochs N --store host|ssd ... --resume]
     tideflow sample gpt CHECKPOINT [--tokens N --prompt TEXT --temperature T --top-k K]
     tideflow plan --model gpt --layers L --hidden H --heads A --global-batch B \
         --cluster a100-80gb --nodes N [--tp T --pp P ... | --search] [--json]
@@ -10,6 +11,8 @@
 `train gpt` is the loop behind `make demo`: a character-level GPT on CPython's documentation
 text (see `tideflow.models.char_gpt`). Every field of `CharGPTTrainConfig` is an option.
 With --dp/--tp/--pp every rank of the job runs it (rank 0 prints and writes the checkpoint).
+`train deepfm` and `train dlrm` train a recommender on `flow.one_embedding` tables (see
+`tideflow.models.recommender`), on synthetic click logs or a Criteo-format file.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from .models.char_gpt import (
     train_char_gpt,
 )
 from .models.gpt_parallel import check_gpt_parallel
+from .models.recommender import DeepFMTrainConfig, DLRMTrainConfig, train_recommender
 from .parallel import cost
 
 _METAVARS = {int: "N", float: "X", str: "TEXT"}
@@ -76,6 +80,26 @@ def _train_gpt(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         f"unigram entropy {result.unigram_entropy:.4f} nats"
     )
     print(f"sample from the reloaded checkpoint {result.checkpoint}:\n{result.sample}")
+    return 0
+
+
+def _train_recommender(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    names = [f.name for f in dataclasses.fields(args.config_class)]
+    try:
+        config = args.config_class(**{name: getattr(args, name) for name in names})
+    except ValueError as e:
+        parser.error(str(e))
+    try:  # a data file or a checkpoint that does not fit
+        result = train_recommender(config)
+    except (OSError, TideflowError) as e:
+        parser.error(str(e))
+    versus = ""
+    if result.auc_ceiling is not None:
+        versus = f" vs {result.auc_ceiling:.4f}, the AUC of the hidden model that drew the labels"
+    print(
+        f"done: {result.steps} steps ({result.samples_per_second:,.0f} samples/s); held-out "
+        f"AUC {result.val_auc:.4f}{versus}; log loss {result.val_log_loss:.4f}"
+    )
     return 0
 
 
@@ -208,6 +232,21 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     _add_config_options(train_gpt, CharGPTTrainConfig)
     train_gpt.set_defaults(run=_train_gpt, command_parser=train_gpt)
+    for config_class, summary in (
+        (DeepFMTrainConfig, "DeepFM: an FM and an MLP over the same sparse embeddings"),
+        (DLRMTrainConfig, "DLRM: dense MLP, dot-product interactions, top MLP"),
+    ):
+        recommender = train_models.add_parser(
+            config_class.model_name, formatter_class=defaults, help=summary,
+            description=f"Train {summary} on flow.one_embedding tables, with synthetic "
+            "Criteo-format click logs (labels from a hidden model, whose own AUC is printed "
+            "as the ceiling) or a Criteo-format TSV file; report the held-out AUC; save a "
+            "checkpoint that --resume continues.",
+        )  # fmt: skip
+        _add_config_options(recommender, config_class)
+        recommender.set_defaults(
+            run=_train_recommender, command_parser=recommender, config_class=config_class
+        )
 
     sample = commands.add_parser("sample", help="generate from a trained model")
     sample_models = sample.add_subparsers(dest="model", required=True, metavar="MODEL")
