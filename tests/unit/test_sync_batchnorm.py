@@ -1,5 +1,6 @@
 """SyncBatchNorm in one process (tests/dist/test_sync_batchnorm.py runs it across ranks): it
-is BatchNorm there; convert_sync_batchnorm swaps every batch norm, keeping its tensors."""
+is BatchNorm there; convert_sync_batchnorm swaps every batch norm, keeping its tensors.
+DataParallel without devices runs its module; NLLLoss2d is the deprecated NLLLoss."""
 
 import numpy as np
 import pytest
@@ -40,3 +41,21 @@ def test_docstring_examples_run():
     import tideflow.nn.modules.sync_batchnorm as module
 
     run_doctests(module)
+
+
+def test_data_parallel_wraps_as_pytorch_and_runs_the_module():
+    ours = flow.nn.DataParallel(flow.nn.Linear(2, 3))
+    theirs = torch.nn.DataParallel(torch.nn.Linear(2, 3))
+    assert repr(ours) == repr(theirs) and list(ours.state_dict()) == list(theirs.state_dict())
+    x = flow.ones(4, 2)
+    np.testing.assert_array_equal(ours(x).detach().numpy(), ours.module(x).detach().numpy())
+    with pytest.raises(flow.TideflowError, match="use DistributedDataParallel"):
+        flow.nn.DataParallel(flow.nn.Linear(2, 3), device_ids=[0, 1])
+
+
+def test_nll_loss_2d_is_the_deprecated_nll_loss():
+    with pytest.warns(UserWarning, match="`NLLLoss2d` has been deprecated"):
+        loss = flow.nn.NLLLoss2d(ignore_index=1)
+    logp = flow.nn.functional.log_softmax(flow.randn(2, 3, 4, 4), 1)
+    target = flow.randint(0, 3, (2, 4, 4))
+    assert loss(logp, target).item() == flow.nn.NLLLoss(ignore_index=1)(logp, target).item()

@@ -113,6 +113,21 @@ class NLLLoss(_WeightedLoss):
         )  # fmt: skip
 
 
+class NLLLoss2d(NLLLoss):
+    """Deprecated (as in PyTorch): `NLLLoss`, which takes (N, C, H, W) inputs itself."""
+
+    def __init__(
+        self, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
+        reduction: str = "mean",
+    ) -> None:  # fmt: skip
+        warnings.warn(
+            "`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a drop-in "
+            "replacement.",
+            stacklevel=2,
+        )
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)
+
+
 class CrossEntropyLoss(_WeightedLoss):
     """Cross entropy between logits (C,), (N, C) or (N, C, d1, ...) and class indices or
     class probabilities; `label_smoothing` mixes the target with the uniform distribution.

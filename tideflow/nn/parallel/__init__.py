@@ -3,6 +3,7 @@ averaged in backward) and tensor parallelism's annotations, `column_parallel` an
 `row_parallel` (a Linear layer's weight split over the ranks, see `tideflow.parallel`)."""
 
 from ...parallel.tensor_parallel import column_parallel, row_parallel
+from .data_parallel import DataParallel
 from .distributed import DistributedDataParallel
 
-__all__ = ["DistributedDataParallel", "column_parallel", "row_parallel"]
+__all__ = ["DataParallel", "DistributedDataParallel", "column_parallel", "row_parallel"]
