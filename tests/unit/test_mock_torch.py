@@ -17,7 +17,6 @@ import pytest
 
 import tideflow as flow
 import tideflow.mock_torch as mock_torch
-from tideflow.framework.errors import UnsupportedError
 from tideflow.mock_torch import __main__ as runner
 
 pytestmark = pytest.mark.timeout(180)
@@ -305,20 +304,6 @@ def test_gpu_only_calls_fail_like_cpu_pytorch(name):
 
         with pytest.raises(AssertionError, match=rf"torch\.cuda\.{name}: CUDA is not available"):
             getattr(torch.cuda, name)()
-
-
-def test_onnx_imports_and_export_says_what_is_missing():
-    with mock_torch.enabled():
-        import torch
-        import torch.onnx
-
-        assert torch.onnx is sys.modules["torch.onnx"]
-        with pytest.raises(
-            UnsupportedError, match=r"torch\.onnx\.export\(Linear, \.\.\.\): tideflow has no ONNX"
-        ) as info:
-            torch.onnx.export(torch.nn.Linear(2, 2), (torch.ones(1, 2),), "model.onnx")
-    assert isinstance(info.value, NotImplementedError)  # what feature probes catch
-    assert not hasattr(flow, "onnx")
 
 
 def test_serialization_is_tideflow_io():

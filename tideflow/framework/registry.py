@@ -33,6 +33,10 @@ An OpDef holds what the eager, lazy (graph) and global paths need to know about 
   written with the generator's helpers `g` (constants, math functions, the operands' dtypes);
   None where the rule does not cover those dtypes. An op without one is never generated: a
   group holding it runs its NumPy kernels.
+- `onnx(g, *operands, **attrs)`: the op's ONNX lowering (`tideflow.onnx`, whose docstring
+  describes `g`): the ONNX value name(s) of the outputs, built with `g.op(...)` from the
+  operands (value names, or the node's Python scalars and None). An op without one is not
+  exportable.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ class OpDef:
         "mutates",
         "n_out",
         "name",
+        "onnx",
         "optional",
         "promote",
         "promote_args",
@@ -105,6 +110,7 @@ class OpDef:
         elementwise: bool = False,
         communicates: bool = False,
         scalar: Callable[..., str | None] | None = None,
+        onnx: Callable[..., Any] | None = None,
     ) -> None:
         if promote not in (None, "common", "float"):
             raise ValueError(f"op {name}: promote must be None, 'common' or 'float'")
@@ -127,6 +133,7 @@ class OpDef:
         if scalar is not None and not elementwise:
             raise ValueError(f"op {name}: only elementwise ops have scalar rules")
         self.scalar = scalar
+        self.onnx = onnx
         self.differentiable = grad is not None if differentiable is None else differentiable
         if self.differentiable and grad is None:
             raise ValueError(f"op {name}: differentiable ops need a grad rule")

@@ -9,8 +9,8 @@ leak the CUDA stubs into tideflow's namespace and `torch.backends` would replace
 
 `torch.cuda` and `torch.backends` have no tideflow counterpart: they are stubs that answer
 what a CPU-only PyTorch build answers, so scripts that probe for a GPU or set
-`torch.backends.cudnn.benchmark = True` run unchanged. `torch.onnx` is a stub too: programs
-that import it run, and only an actual export fails, with an `UnsupportedError`.
+`torch.backends.cudnn.benchmark = True` run unchanged. `torch.onnx.export` is
+`tideflow.onnx.export` (loaded on the first export: it needs the `onnx` package).
 `torch.serialization` gathers tideflow's save/load and its allowlist of trusted classes. The
 stubs are built fresh for each `enable()`, so flags a script sets do not outlive its session.
 """
@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from importlib.machinery import ModuleSpec
 from types import ModuleType, SimpleNamespace
 
 import tideflow
 from tideflow.framework.errors import UnsupportedError
+
+from ._legacy import legacy_tensor_types
 
 
 class TorchModule(ModuleType):
@@ -119,16 +122,46 @@ def _mps_attrs() -> dict:
     return {"is_available": _false, "is_built": _false}
 
 
-def _export_onnx(model, *args, **kwargs) -> None:
-    raise UnsupportedError(
-        f"torch.onnx.export({type(model).__name__}, ...): tideflow has no ONNX exporter; save "
-        "the weights with torch.save(model.state_dict(), path), a safetensors file that "
-        "safetensors.torch.load_file reads, and export from PyTorch"
-    )
+def _export_onnx(
+    model,
+    args=(),
+    f=None,
+    *,
+    opset_version=None,
+    verbose=None,
+    dynamo=True,
+    external_data=True,
+    training=None,
+    **options,
+):
+    """PyTorch's `torch.onnx.export` by `tideflow.onnx.export`, which takes the options of
+    both PyTorch exporters that mean the same thing; `verbose`, `dynamo`, `external_data` and
+    `training` are accepted and ignored (there is one exporter, the model is exported in eval
+    mode, and weights move to a file of their own only past protobuf's 2 GB limit)."""
+    try:
+        from tideflow.onnx import export
+    except ImportError as error:
+        raise UnsupportedError(
+            f"torch.onnx.export({type(model).__name__}, ...) needs the onnx package: "
+            "pip install tideflow[onnx]"
+        ) from error
+    if f is None:
+        raise UnsupportedError(
+            f"torch.onnx.export({type(model).__name__}, ...): give the file to write (f); "
+            "tideflow does not return an in-memory ONNXProgram"
+        )
+    if opset_version is not None:
+        options["opset_version"] = opset_version
+    return export(model, args, f, **options)
+
+
+def _is_in_onnx_export() -> bool:
+    exporter = sys.modules.get("tideflow.onnx")  # not loaded: no export has started
+    return exporter is not None and exporter.is_in_onnx_export()
 
 
 def _onnx_attrs() -> dict:
-    return {"export": _export_onnx, "is_in_onnx_export": _false}
+    return {"export": _export_onnx, "is_in_onnx_export": _is_in_onnx_export}
 
 
 def _serialization_attrs() -> dict:
@@ -143,7 +176,7 @@ _STUBS = {
     "torch.backends.cudnn": ("cuDNN stub: flags are accepted and ignored.", _cudnn_attrs),
     "torch.backends.cuda": ("CUDA backend stub: flags are accepted.", _backends_cuda_attrs),
     "torch.backends.mps": ("MPS stub: not available.", _mps_attrs),
-    "torch.onnx": ("ONNX stub: importable; export raises UnsupportedError.", _onnx_attrs),
+    "torch.onnx": ("tideflow.onnx's export under PyTorch's name.", _onnx_attrs),
     "torch.serialization": ("tideflow.io's save/load and trusted classes.", _serialization_attrs),
 }
 
@@ -160,6 +193,7 @@ def _package(cls: type[ModuleType], name: str, doc: str, loader) -> ModuleType:
 def build_torch_modules(loader) -> dict[str, ModuleType]:
     """Fresh `torch` and stub modules, keyed by their torch names; `loader` is the finder."""
     modules = {"torch": _package(TorchModule, "torch", tideflow.__doc__, loader)}
+    vars(modules["torch"]).update(legacy_tensor_types())
     for name, (doc, attrs) in _STUBS.items():
         module = _package(ModuleType, name, doc, loader)
         vars(module).update(attrs())

@@ -18,6 +18,7 @@ from ..framework.dispatch import inplace as inplace_method
 from ..framework.errors import DTypeError, Rejected, ShapeError, TideflowError
 from ..framework.tensor import Tensor
 from . import _special, creation
+from ._onnx_rules import onnx_unary
 from ._rules import (
     B,
     Meta,
@@ -92,7 +93,9 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_TANH_C = 0.044715
 
 
-def _activation(name, kernel, grad, *, saves=("input",), accepts="float", exact=False, scalar=None):
+def _activation(
+    name, kernel, grad, *, saves=("input",), accepts="float", exact=False, scalar=None, onnx=None
+):
     """An op of one tensor. Kernels compute float16/bfloat16 in float32 (unary.fp_kernel),
     except `exact` ones, which only compare and select in the tensor's own dtype. `scalar`:
     its rule for generated loops, float dtypes only (`OpDef.scalar`)."""
@@ -107,6 +110,7 @@ def _activation(name, kernel, grad, *, saves=("input",), accepts="float", exact=
         saves=saves,
         elementwise=True,
         scalar=None if scalar is None else _floating(scalar),
+        onnx=onnx,
     )
 
 
@@ -117,6 +121,32 @@ def _floating(rule):
 def _softplus_of(g, x: str) -> str:
     """`log(1 + exp(x))` without overflow (NumPy's logaddexp(0, x))."""
     return f"({g.max(x, g.c(0))} + {g.call('log1p', g.call('exp', f'-abs({x})'))})"
+
+
+# -- ONNX lowerings ------------------------------------------------------------------------------
+def _gelu_onnx(g, x, *, approximate):
+    if g.opset >= 20:
+        return g.op("Gelu", x, approximate=approximate)
+    half_x = g.op("Mul", x, g.tensor(0.5, x))
+    if approximate == "tanh":
+        cube = g.op("Mul", g.op("Mul", x, x), x)
+        inner = g.op("Add", x, g.op("Mul", cube, g.tensor(_GELU_TANH_C, x)))
+        t = g.op("Tanh", g.op("Mul", inner, g.tensor(_SQRT_2_OVER_PI, x)))
+    else:
+        t = g.op("Erf", g.op("Mul", x, g.tensor(_SQRT1_2, x)))
+    return g.op("Mul", half_x, g.op("Add", t, g.tensor(1, x)))
+
+
+def _softplus_onnx(g, x, *, beta, threshold):
+    scaled = g.op("Mul", x, g.tensor(beta, x))
+    soft = g.op("Div", g.op("Softplus", scaled), g.tensor(beta, x))
+    return g.op("Where", g.op("Greater", scaled, g.tensor(threshold, x)), x, soft)
+
+
+def _mish_onnx(g, x):
+    if g.opset >= 18:
+        return g.op("Mish", x)
+    return g.op("Mul", x, g.op("Tanh", g.op("Softplus", x)))
 
 
 # -- relu family ------------------------------------------------------------------------------
@@ -140,6 +170,9 @@ _hardtanh = _activation(
     accepts="number",
     exact=True,
     scalar=lambda g, x, *, min_val, max_val: g.min(g.max(x, g.c(min_val)), g.c(max_val)),
+    onnx=lambda g, x, *, min_val, max_val: g.op(
+        "Clip", x, g.tensor(min_val, x), g.tensor(max_val, x)
+    ),
 )
 _leaky_relu = _activation(
     "leaky_relu",
@@ -148,6 +181,7 @@ _leaky_relu = _activation(
     scalar=lambda g, x, *, negative_slope: (
         f"({x} if {x} > {g.c(0)} else {x} * {g.c(negative_slope)})"
     ),
+    onnx=lambda g, x, *, negative_slope: g.op("LeakyRelu", x, alpha=negative_slope),
 )
 
 
@@ -325,7 +359,7 @@ def _gelu_scalar(g, x, *, approximate):
     return f"{g.call('erfc', f'{x} * {g.c(-_SQRT1_2)}')} * {x} * {g.c(0.5)}"
 
 
-_gelu = _activation("gelu", _gelu_kernel, _gelu_grad, scalar=_gelu_scalar)
+_gelu = _activation("gelu", _gelu_kernel, _gelu_grad, scalar=_gelu_scalar, onnx=_gelu_onnx)
 
 
 def _silu_grad(ctx, gy):
@@ -339,6 +373,7 @@ _silu = _activation(
     lambda x: x * sc.expit(x),
     _silu_grad,
     scalar=lambda g, x: f"{x} * ({g.c(1)} / ({g.c(1)} + {g.call('exp', f'-{x}')}))",
+    onnx=lambda g, x: g.op("Mul", x, g.op("Sigmoid", x)),
 )
 
 
@@ -354,6 +389,7 @@ _mish = _activation(
     lambda x: x * np.tanh(np.logaddexp(0, x)),
     _mish_grad,
     scalar=lambda g, x: f"{x} * {g.call('tanh', _softplus_of(g, x))}",
+    onnx=_mish_onnx,
 )
 
 
@@ -375,12 +411,14 @@ _softplus = _activation(
         f"({x} if {x} * {g.c(beta)} > {g.c(threshold)} "
         f"else {_softplus_of(g, f'({x} * {g.c(beta)})')} / {g.c(beta)})"
     ),
+    onnx=_softplus_onnx,
 )
 _logsigmoid = _activation(
     "logsigmoid",
     sc.log_expit,
     lambda ctx, gy: (gy * sigmoid(-ctx.input),),
     scalar=lambda g, x: f"-{_softplus_of(g, f'-{x}')}",
+    onnx=lambda g, x: g.op("Neg", g.op("Softplus", g.op("Neg", x))),
 )
 
 
@@ -447,13 +485,18 @@ def _hardsigmoid_scalar(g, x):
 
 
 _hardsigmoid = _activation(
-    "hardsigmoid", _hardsigmoid_kernel, _hardsigmoid_grad, scalar=_hardsigmoid_scalar
+    "hardsigmoid",
+    _hardsigmoid_kernel,
+    _hardsigmoid_grad,
+    scalar=_hardsigmoid_scalar,
+    onnx=lambda g, x: g.op("HardSigmoid", x, alpha=1 / 6, beta=0.5),
 )
 _hardswish = _activation(
     "hardswish",
     lambda x: x * _hardsigmoid_kernel(x),
     _hardswish_grad,
     scalar=lambda g, x: f"{x} * ({_hardsigmoid_scalar(g, x)})",
+    onnx=onnx_unary("HardSwish"),
 )
 
 
@@ -475,6 +518,7 @@ _softshrink = _activation(
         f"({x} - {g.c(lambd)} if {x} > {g.c(lambd)} else "
         f"({x} + {g.c(lambd)} if {x} < {g.c(-lambd)} else {x} * {g.c(0)}))"
     ),
+    onnx=lambda g, x, *, lambd: g.op("Shrink", x, bias=lambd, lambd=lambd),
 )
 
 

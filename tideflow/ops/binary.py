@@ -21,6 +21,7 @@ from ..framework import dtype as dtypes
 from ..framework.dispatch import computation_dtype, inplace
 from ..framework.errors import DTypeError, TideflowError
 from ..framework.tensor import Tensor
+from ._onnx_rules import as_bool, in_int32, nan_extremum, onnx_binary, operands_like, opset_at_least
 from ._rules import (
     B,
     Meta,
@@ -269,6 +270,7 @@ def _binary(
     linear=(),
     scalar=None,
     scalar_in_float32=False,
+    onnx=None,
 ):
     """One broadcasting two-operand op. `kinds`: the computation dtypes its meta rule accepts
     (the kernel must raise for the others: NumPy does for some, `_accepting` for the rest);
@@ -289,6 +291,7 @@ def _binary(
         promote=promote,
         elementwise=True,
         scalar=scalar,
+        onnx=onnx,
     )
 
 
@@ -307,6 +310,130 @@ def _zero_grads(ctx, gy):
     return tuple(zeros_like(gy) if need else None for need in ctx.needs_input_grad)
 
 
+# -- ONNX lowerings shared by several ops ----------------------------------------------------
+def _floor_divide_onnx(g, x, y):
+    x, y = operands_like(g, x, y)
+    if g.meta(x).dtype.is_floating_point:
+        return g.op("Floor", g.op("Div", x, y))
+    # NOTE: ONNX's integer Div truncates: one less where the signs differ and it is inexact
+    zero = g.tensor(0, x)
+    inexact = g.op("Not", g.op("Equal", g.op("Mod", x, y, fmod=1), zero))
+    signs_differ = g.op("Xor", g.op("Less", x, zero), g.op("Less", y, zero))
+    adjust = g.cast(g.op("And", inexact, signs_differ), g.meta(x).dtype)
+    return g.op("Sub", g.op("Div", x, y), adjust)
+
+
+def _trunc_divide_onnx(g, x, y):
+    x, y = operands_like(g, x, y)
+    q = g.op("Div", x, y)
+    if not g.meta(x).dtype.is_floating_point:
+        return q
+    negative = g.op("Less", q, g.tensor(0, x))
+    return g.op("Where", negative, g.op("Ceil", q), g.op("Floor", q))
+
+
+def _remainder_onnx(g, x, y):
+    x, y = operands_like(g, x, y)
+    if g.meta(x).dtype.is_floating_point:  # ONNX's Mod takes fmod=1 only for floats
+        return g.op("Sub", x, g.op("Mul", g.op("Floor", g.op("Div", x, y)), y))
+    return g.op("Mod", x, y, fmod=0)
+
+
+def _hypot_onnx(g, x, y):
+    x, y = operands_like(g, x, y)
+    return g.op("Sqrt", g.op("Add", g.op("Mul", x, x), g.op("Mul", y, y)))
+
+
+def _xlogy_onnx(g, x, y):
+    x, y = operands_like(g, x, y)
+    product = g.op("Mul", x, g.op("Log", y))
+    zero = g.tensor(0, x)
+    # NOTE: 0 * log(y) is 0 unless y is nan
+    return g.op("Where", g.op("And", g.op("Equal", x, zero), g.op("Not", g.op("IsNaN", y))),
+                zero, product)  # fmt: skip
+
+
+def _logaddexp_onnx(g, x, y):
+    x, y = operands_like(g, x, y)
+    top = g.op("Max", x, y)
+    terms = g.op("Add", g.op("Exp", g.op("Sub", x, top)), g.op("Exp", g.op("Sub", y, top)))
+    return g.op("Add", top, g.op("Log", terms))
+
+
+def _where_onnx(g, condition, x, y):
+    c = as_bool(g, condition)
+    x, y = operands_like(g, x, y)
+    if g.out[0].dtype is not dtypes.bool_:
+        return g.op("Where", c, x, y)
+    # NOTE: onnxruntime has no Where on bools
+    return g.op("Or", g.op("And", c, x), g.op("And", g.op("Not", c), y))
+
+
+def _atan2_onnx(g, y, x):
+    """atan(y / x) moved to the right quadrant: +-pi where x < 0, +-pi/2 where x == 0."""
+    y, x = operands_like(g, y, x)
+    zero, pi = g.tensor(0, x), g.tensor(math.pi, x)
+    base = g.op("Atan", g.op("Div", y, x))
+    # NOTE: the sign of y, with -0.0 counting as negative (y's sign bit, as arctan2 reads it)
+    below = g.op("Less", g.op("Div", g.tensor(1, x), y), zero)
+    half_turn = g.op("Where", below, g.op("Neg", pi), pi)
+    shifted = g.op("Where", g.op("Less", x, zero), g.op("Add", base, half_turn), base)
+    on_axis = g.op("Mul", half_turn, g.tensor(0.5, x))
+    vertical = g.op("And", g.op("Equal", x, zero), g.op("Not", g.op("Equal", y, zero)))
+    return g.op("Where", vertical, on_axis, shifted)
+
+
+def _fextremum_onnx(op_type: str):
+    """fmax / fmin: the other operand where one is nan."""
+
+    def lower(g, x, y):
+        x, y = operands_like(g, x, y)
+        out = in_int32(g, op_type, x, y)
+        if not g.out[0].dtype.is_floating_point:
+            return out
+        return g.op("Where", g.op("IsNaN", x), y, g.op("Where", g.op("IsNaN", y), x, out))
+
+    return lower
+
+
+def _logaddexp2_onnx(g, x, y):
+    x, y = operands_like(g, x, y)
+    ln2 = g.tensor(math.log(2), x)
+    return g.op("Div", _logaddexp_onnx(g, g.op("Mul", x, ln2), g.op("Mul", y, ln2)), ln2)
+
+
+def _isclose_onnx(g, x, y, *, rtol, atol, equal_nan):
+    x, y = operands_like(g, x, y)
+    dtype = g.meta(x).dtype
+    close = g.op("Equal", x, y)
+    if dtype is dtypes.bool_:
+        return close
+    if not dtype.is_floating_point:  # exact differences, as the kernel's float64
+        x, y = g.cast(x, dtypes.float64), g.cast(y, dtypes.float64)
+    elif equal_nan:
+        close = g.op("Or", close, g.op("And", g.op("IsNaN", x), g.op("IsNaN", y)))
+    diff = g.op("Abs", g.op("Sub", x, y))
+    limit = g.op("Add", g.tensor(atol, x), g.op("Mul", g.tensor(rtol, x), g.op("Abs", y)))
+    finite = g.op("Not", g.op("IsInf", diff))  # inf - inf is not close
+    near = g.op("And", g.op("LessOrEqual", diff, limit), finite)
+    return g.op("Or", close, near)
+
+
+def _lerp_onnx(g, x, end, weight):
+    w = g.tensor(weight, x)
+    return g.op("Add", x, g.op("Mul", w, g.op("Sub", end, x)))
+
+
+def _addc_onnx(op_type: str):
+    def lower(g, x, t1, t2, *, value):
+        x, t1, t2 = operands_like(g, x, t1, t2)
+        dtype = g.meta(x).dtype
+        scale = g.tensor(value if dtype.is_floating_point else int(value), x)
+        return g.op("Add", x, g.op("Mul", scale, g.op(op_type, t1, t2)))
+
+    return lower
+
+
 # -- arithmetic -----------------------------------------------------------------------------
 def _mul_grad(ctx, gy):
     need_x, need_y = ctx.needs_input_grad
@@ -320,10 +447,22 @@ def _div_grad(ctx, gy):
     return gx, gother
 
 
-_add = _binary("add", np.add, grad=lambda ctx, gy: (gy, gy), linear=((0, 1),), scalar=_arith("+"))
+_add = _binary(
+    "add",
+    np.add,
+    grad=lambda ctx, gy: (gy, gy),
+    linear=((0, 1),),
+    scalar=_arith("+"),
+    onnx=onnx_binary("Add"),
+)
 # NOTE: bool operands of sub are rejected by its wrapper, before promotion hides them.
 _sub = _binary(
-    "sub", np.subtract, grad=lambda ctx, gy: (gy, -gy), linear=((0, 1),), scalar=_arith("-")
+    "sub",
+    np.subtract,
+    grad=lambda ctx, gy: (gy, -gy),
+    linear=((0, 1),),
+    scalar=_arith("-"),
+    onnx=onnx_binary("Sub"),
 )
 _mul = _binary(
     "mul",
@@ -333,6 +472,7 @@ _mul = _binary(
     linear=((0,), (1,)),
     scalar=_arith("*"),
     scalar_in_float32=True,
+    onnx=onnx_binary("Mul"),
 )
 _div = _binary(
     "div",
@@ -343,6 +483,7 @@ _div = _binary(
     linear=((0,),),
     scalar=_float_rule(lambda g, x, y: f"{x} / {y}"),
     scalar_in_float32=True,
+    onnx=onnx_binary("Div"),
 )
 
 
@@ -386,6 +527,7 @@ _floor_divide = _binary(
     grad=_zero_grads,
     kinds=_NUMBERS,
     scalar_in_float32=True,
+    onnx=_floor_divide_onnx,
 )
 _trunc_divide = _binary(
     "trunc_divide",
@@ -393,11 +535,24 @@ _trunc_divide = _binary(
     grad=_zero_grads,
     kinds=_NUMBERS,
     scalar_in_float32=True,
+    onnx=_trunc_divide_onnx,
 )
 _remainder = _binary(
-    "remainder", _remainder_kernel, grad=_remainder_grad, saves=("input", "other"), kinds=_NUMBERS
+    "remainder",
+    _remainder_kernel,
+    grad=_remainder_grad,
+    saves=("input", "other"),
+    kinds=_NUMBERS,
+    onnx=_remainder_onnx,
 )
-_fmod = _binary("fmod", _fmod_kernel, grad=_fmod_grad, saves=("input", "other"), kinds=_NUMBERS)
+_fmod = _binary(
+    "fmod",
+    _fmod_kernel,
+    grad=_fmod_grad,
+    saves=("input", "other"),
+    kinds=_NUMBERS,
+    onnx=lambda g, x, y: g.op("Mod", *operands_like(g, x, y), fmod=1),
+)
 
 
 def add(input, other, *, alpha=1):
@@ -572,6 +727,7 @@ _pow = defop(
     promote="common",
     elementwise=True,
     scalar=_float_rule(lambda g, x, y: f"{x} ** {y}"),
+    onnx=lambda g, x, y: in_int32(g, "Pow", *operands_like(g, x, y)),
 )
 
 
@@ -659,7 +815,13 @@ def _logaddexp_scalar(g, x, y):
 
 
 _atan2 = _binary(
-    "atan2", np.arctan2, grad=_atan2_grad, saves=_XY, promote="float", scalar=_math2("atan2")
+    "atan2",
+    np.arctan2,
+    grad=_atan2_grad,
+    saves=_XY,
+    promote="float",
+    scalar=_math2("atan2"),
+    onnx=_atan2_onnx,
 )
 _hypot = _binary(
     "hypot",
@@ -668,6 +830,7 @@ _hypot = _binary(
     saves=(*_XY, "out"),
     kinds=_FLOATING,
     scalar=_math2("hypot"),
+    onnx=_hypot_onnx,
 )
 _copysign = _binary(
     "copysign",
@@ -684,6 +847,7 @@ _xlogy = _binary(
     saves=_XY,
     promote="float",
     scalar=_float_rule(_xlogy_scalar),
+    onnx=_xlogy_onnx,
 )
 _logaddexp = _binary(
     "logaddexp",
@@ -692,6 +856,7 @@ _logaddexp = _binary(
     saves=_XY,
     kinds=_FLOATING,
     scalar=_float_rule(_logaddexp_scalar),
+    onnx=_logaddexp_onnx,
 )
 _logaddexp2 = _binary(
     "logaddexp2",
@@ -699,6 +864,7 @@ _logaddexp2 = _binary(
     grad=_logaddexp2_grad,
     saves=_XY,
     kinds=_FLOATING,
+    onnx=_logaddexp2_onnx,
 )
 
 
@@ -914,6 +1080,7 @@ _maximum = _binary(
     grad=_extremum_grad(lambda a, b: a < b),
     saves=_XY,
     scalar=lambda g, x, y: g.max(x, y),
+    onnx=lambda g, x, y: nan_extremum(g, "Max", x, y),
 )
 _minimum = _binary(
     "minimum",
@@ -922,6 +1089,7 @@ _minimum = _binary(
     grad=_extremum_grad(lambda a, b: a > b),
     saves=_XY,
     scalar=lambda g, x, y: g.min(x, y),
+    onnx=lambda g, x, y: nan_extremum(g, "Min", x, y),
 )
 # NOTE: fmax/fmin take the other operand where one is nan
 _fmax = _binary(
@@ -931,6 +1099,7 @@ _fmax = _binary(
     grad=_nan_skipping_grad(lambda a, b: a >= b),
     saves=_XY,
     scalar=lambda g, x, y: f"({x} if {x} >= {y} or {y} != {y} else {y})",
+    onnx=_fextremum_onnx("Max"),
 )
 _fmin = _binary(
     "fmin",
@@ -939,6 +1108,7 @@ _fmin = _binary(
     grad=_nan_skipping_grad(lambda a, b: a <= b),
     saves=_XY,
     scalar=lambda g, x, y: f"({x} if {x} <= {y} or {y} != {y} else {y})",
+    onnx=_fextremum_onnx("Min"),
 )
 
 
@@ -963,22 +1133,23 @@ def fmin(input, other):
 
 
 # -- comparisons ----------------------------------------------------------------------------
-def _comparison(name, kernel, symbol, kinds=None):
+def _comparison(name, kernel, symbol, onnx, kinds=None):
     return _binary(
         name,
         kernel if kinds is None else _accepting(kinds, kernel),
         kinds=kinds,
         out_dtype=dtypes.bool_,
         scalar=lambda g, x, y: f"{x} {symbol} {y}",
+        onnx=onnx,
     )
 
 
-_eq = _comparison("eq", np.equal, "==")
-_ne = _comparison("ne", np.not_equal, "!=")
-_lt = _comparison("lt", np.less, "<", _ORDERED)
-_le = _comparison("le", np.less_equal, "<=", _ORDERED)
-_gt = _comparison("gt", np.greater, ">", _ORDERED)
-_ge = _comparison("ge", np.greater_equal, ">=", _ORDERED)
+_eq = _comparison("eq", np.equal, "==", onnx_binary("Equal"))
+_ne = _comparison("ne", np.not_equal, "!=", onnx_binary("Equal", negate=True))
+_lt = _comparison("lt", np.less, "<", onnx_binary("Less"), _ORDERED)
+_le = _comparison("le", np.less_equal, "<=", onnx_binary("LessOrEqual"), _ORDERED)
+_gt = _comparison("gt", np.greater, ">", onnx_binary("Greater"), _ORDERED)
+_ge = _comparison("ge", np.greater_equal, ">=", onnx_binary("GreaterOrEqual"), _ORDERED)
 
 
 def eq(input, other):
@@ -1026,7 +1197,7 @@ def _truth(a):
     return bool(a)
 
 
-def _logical(name, ufunc, symbol):
+def _logical(name, ufunc, symbol, op_type):
     # No promotion: each operand is read as truth values in its own dtype.
     return _binary(
         name,
@@ -1034,19 +1205,27 @@ def _logical(name, ufunc, symbol):
         promote=None,
         out_dtype=dtypes.bool_,
         scalar=lambda g, x, y: f"{g.truth(x, 0)} {symbol} {g.truth(y, 1)}",
+        onnx=lambda g, x, y: g.op(op_type, *(as_bool(g, a) for a in operands_like(g, x, y))),
     )
 
 
-def _bitwise(name, ufunc, symbol):
-    return _binary(name, ufunc, kinds=_BITS, scalar=lambda g, x, y: f"{x} {symbol} {y}")
+def _bitwise(name, ufunc, symbol, op_type):
+    def lower(g, x, y):
+        x, y = operands_like(g, x, y)
+        if g.meta(x).dtype is dtypes.bool_:
+            return g.op(op_type, x, y)
+        opset_at_least(g, 18, name)
+        return g.op("Bitwise" + op_type, x, y)
+
+    return _binary(name, ufunc, kinds=_BITS, scalar=lambda g, x, y: f"{x} {symbol} {y}", onnx=lower)
 
 
-_logical_and = _logical("logical_and", np.logical_and, "&")
-_logical_or = _logical("logical_or", np.logical_or, "|")
-_logical_xor = _logical("logical_xor", np.logical_xor, "!=")
-_bitwise_and = _bitwise("bitwise_and", np.bitwise_and, "&")
-_bitwise_or = _bitwise("bitwise_or", np.bitwise_or, "|")
-_bitwise_xor = _bitwise("bitwise_xor", np.bitwise_xor, "^")
+_logical_and = _logical("logical_and", np.logical_and, "&", "And")
+_logical_or = _logical("logical_or", np.logical_or, "|", "Or")
+_logical_xor = _logical("logical_xor", np.logical_xor, "!=", "Xor")
+_bitwise_and = _bitwise("bitwise_and", np.bitwise_and, "&", "And")
+_bitwise_or = _bitwise("bitwise_or", np.bitwise_or, "|", "Or")
+_bitwise_xor = _bitwise("bitwise_xor", np.bitwise_xor, "^", "Xor")
 # NumPy and PyTorch agree past the width: << gives 0, >> the sign fill; so do negative shifts.
 # NumPy shifts bools (as int8): PyTorch does not.
 _left_shift = _binary("bitwise_left_shift", _accepting(_INTEGERS, np.left_shift), kinds=_INTEGERS)
@@ -1136,6 +1315,7 @@ _where = defop(
     promote_args=(1, 2),
     elementwise=True,
     scalar=lambda g, condition, x, y: f"({x} if {condition} else {y})",
+    onnx=_where_onnx,
 )
 
 
@@ -1224,6 +1404,7 @@ _lerp = defop(
             f"else {end} - ({end} - {x}) * ({g.c(1)} - {w}))"
         )
     ),
+    onnx=_lerp_onnx,
 )
 
 
@@ -1290,6 +1471,7 @@ _addcmul = defop(
         if g.dtype.kind == "b"
         else f"{x} + {g.c(int(value) if g.integral else value)} * {t1} * {t2}"
     ),
+    onnx=_addc_onnx("Mul"),
 )
 _addcdiv = defop(
     "addcdiv",
@@ -1302,6 +1484,7 @@ _addcdiv = defop(
     promote="common",
     elementwise=True,
     scalar=_float_rule(lambda g, x, t1, t2, *, value: f"{x} + {g.c(value)} * {t1} / {t2}"),
+    onnx=_addc_onnx("Div"),
 )
 
 
@@ -1363,6 +1546,7 @@ _isclose = defop(
     sbp=_elementwise_sbp(),
     kernels={"cpu": _isclose_kernel},
     elementwise=True,
+    onnx=_isclose_onnx,
 )
 
 

@@ -9,6 +9,7 @@ from ..framework.device import check_available
 from ..framework.device import device as Device
 from ..framework.dispatch import inplace
 from ..framework.tensor import Tensor
+from ._onnx_rules import onnx_unary
 from ._rules import Meta, checked, defop, dispatch, elementwise_sbp, methods, same_meta
 from .creation import full_like
 
@@ -54,6 +55,7 @@ _cast = defop(
     grad=lambda ctx, gy: (gy,),
     elementwise=True,
     scalar=_cast_scalar,
+    onnx=lambda g, x, *, dtype: g.cast(x, dtype),
 )
 _clone = defop(
     "clone",
@@ -64,6 +66,7 @@ _clone = defop(
     grad=lambda ctx, gy: (gy,),
     elementwise=True,
     scalar=lambda g, x: x,
+    onnx=onnx_unary("Identity"),
 )
 _contiguous = defop(
     "contiguous",
@@ -74,6 +77,7 @@ _contiguous = defop(
     grad=lambda ctx, gy: (gy,),
     elementwise=True,
     scalar=lambda g, x: x,
+    onnx=onnx_unary("Identity"),
 )
 
 

@@ -22,6 +22,7 @@ their meta.
 from __future__ import annotations
 
 import builtins
+import math
 import operator
 import warnings
 from collections import namedtuple
@@ -44,10 +45,12 @@ from ..framework.errors import (
     ShapeError,
     TensorIndexError,
     TideflowError,
+    UnsupportedError,
 )
 from ..framework.grad_mode import STATE
 from ..framework.node import next_seq
 from ..framework.tensor import Tensor, make_tensor
+from ._onnx_rules import INT64_MAX, as_bool, opset_at_least, scalar_of
 from ._rules import (
     B,
     Meta,
@@ -97,6 +100,8 @@ __all__ = [
     "bucketize",
     "bincount",
     "histc",
+    "put",
+    "isin",
 ]
 
 # Ops whose output shape depends on the input values: their meta gives -1 for the unknown
@@ -306,6 +311,102 @@ def _getitem_sbp(x: Meta, *, key) -> list[Signature]:
     return sigs
 
 
+def _getitem_onnx(g, x, *, key):
+    """Slices for the ranges and the ints (an int i is the range [i, i + 1], then squeezed),
+    then the new axes (None) unsqueezed."""
+    starts, ends, axes, steps, dropped, new = [], [], [], [], [], []
+    d = out = 0
+    for k in key:
+        if k is None:
+            new.append(out)
+            out += 1
+            continue
+        if type(k) is tuple:
+            start, stop, step = k
+            step = 1 if step is None else step
+            if (start, stop, step) != (None, None, 1):
+                starts.append(0 if start is None else start)
+                ends.append(INT64_MAX if stop is None else stop)
+                axes.append(d)
+                steps.append(step)
+            out += 1
+        else:
+            size = g.meta(x).shape[d]
+            i = k % size
+            starts.append(i)
+            ends.append(i + 1)
+            axes.append(d)
+            steps.append(1)
+            dropped.append(d)
+        d += 1
+    if axes:
+        x = g.op("Slice", x, g.ints(starts), g.ints(ends), g.ints(axes), g.ints(steps))
+    if dropped:
+        x = g.op("Squeeze", x, g.ints(dropped))
+    if new:
+        x = g.op("Unsqueeze", x, g.ints(new))
+    return x if axes or dropped or new else g.op("Identity", x)
+
+
+def _scatter_onnx(reduction: str | None):
+    def lower(g, x, index, src, *, dim):
+        if reduction is not None:
+            opset_at_least(g, 16, f"scatter with reduce={reduction!r}")
+        ndim = len(g.meta(x).shape)
+        src = g.tensor(src, x)
+        scalar = not g.meta(src).shape
+        if not ndim:  # 0-d: ONNX scatters into tensors with dims
+            x, index, src = (g.op("Reshape", a, g.ints([1])) for a in (x, index, src))
+        shape = g.op("Shape", index)
+        if scalar:
+            src = g.op("Expand", src, shape)
+        else:  # src may be larger than the index: its leading block
+            src = g.op("Slice", src, g.ints([0] * max(ndim, 1)), shape)
+        index = g.cast(index, dtypes.int64)
+        out = g.op("ScatterElements", x, index, src, axis=dim, reduction=reduction)
+        return out if ndim else scalar_of(g, out)
+
+    return lower
+
+
+def _gather_onnx(g, x, index, *, dim):
+    shape, index_shape = g.meta(x).shape, g.meta(index).shape
+    index = g.cast(index, dtypes.int64)
+    if not shape:  # a 0-d input: ONNX gathers from tensors with dims
+        flat = g.ints([1])
+        x, index = g.op("Reshape", x, flat), g.op("Reshape", index, flat)
+        return scalar_of(g, g.op("GatherElements", x, index, axis=0))
+    axis = dim % len(shape)
+    if any(i != n for d, (i, n) in enumerate(zip(index_shape, shape, strict=True)) if d != axis):
+        # NOTE: the index may be shorter than the input off the axis; OpenVINO wants the
+        # input cut to it
+        ends = [shape[d] if d == axis else i for d, i in enumerate(index_shape)]
+        x = g.op("Slice", x, g.ints([0] * len(shape)), g.ints(ends))
+    return g.op("GatherElements", x, index, axis=dim)
+
+
+def _index_select_onnx(g, x, index, *, dim):
+    flat = g.op("Reshape", index, g.ints([-1]))
+    if g.meta(x).shape:
+        return g.op("Gather", x, flat, axis=dim)
+    return scalar_of(g, g.op("Gather", g.op("Reshape", x, g.ints([1])), flat, axis=0))
+
+
+def _top_onnx(g, x, k: str, dim: int, largest: bool) -> tuple[str, str]:
+    if not g.meta(x).shape:  # a 0-d tensor is its own top value, at index 0
+        return g.op("Identity", x), g.constant(0, dtypes.int64)
+    return g.op("TopK", x, k, axis=dim, largest=int(largest), sorted=1, outputs=2)
+
+
+def _topk_onnx(g, x, *, k, dim, largest, **_):
+    return _top_onnx(g, x, g.ints([k]), dim, largest)
+
+
+def _sort_onnx(g, x, *, dim, descending, **_):
+    every = g.op("Slice", g.op("Shape", x), g.ints([dim]), g.ints([dim + 1]))  # k: dim's size
+    return _top_onnx(g, x, every, dim, descending)
+
+
 _getitem = defop(
     "getitem",
     inputs=("input",),
@@ -314,6 +415,7 @@ _getitem = defop(
     kernels={"cpu": lambda x, *, key: x[_np_key(key)]},
     grad=lambda ctx, gy: (_setitem_op(zeros(ctx.input_shape(0), dtype=gy.dtype), gy, ctx.key),),
     view=True,
+    onnx=_getitem_onnx,
 )
 
 
@@ -346,6 +448,22 @@ def _setitem_grad(ctx, gy):
 
 
 # The functional form of `x[key] = values` for basic keys: a copy of x with the region replaced.
+def _setitem_onnx(g, x, values, *, key):
+    """ScatterND of the values, broadcast to the region, at the region's positions (a
+    constant: the key's sizes are the traced ones)."""
+    shape = g.meta(x).shape
+    target = _basic_shape(shape, key)
+    positions = np.moveaxis(np.indices(shape), 0, -1)[_np_key(key)]  # (*target, ndim)
+    values = g.cast(g.tensor(values, x), g.meta(x).dtype)
+    extra = len(g.meta(values).shape) - len(target)
+    if extra > 0:  # leading dims of 1 beyond the region's are dropped
+        values = g.op("Squeeze", values, g.ints(list(range(extra))))
+    if not target:  # one element: OpenVINO's ScatterND takes no 0-d updates
+        target, positions = (1,), positions[None]
+    updates = g.op("Expand", values, g.ints(list(target)))
+    return g.op("ScatterND", x, g.constant(positions, dtypes.int64), updates)
+
+
 _setitem = defop(
     "setitem",
     inputs=("input", "values"),
@@ -353,6 +471,7 @@ _setitem = defop(
     sbp=_setitem_sbp,
     kernels={"cpu": _setitem_kernel},
     grad=_setitem_grad,
+    onnx=_setitem_onnx,
 )
 
 
@@ -421,6 +540,67 @@ def _index_stack_kernel(*indices):
 # The advanced indices of one subscript as a single int64 operand of shape (k, *broadcast):
 # integer index tensors broadcast together; a bool mask of n dims gives the n rows of its
 # nonzero positions.
+def _index_stack_onnx(g, *indices):
+    """The index rows broadcast and stacked (masks, whose rows are their nonzero positions,
+    have data-dependent sizes: not exportable)."""
+    if any(g.meta(i).dtype.np in _MASK_DTYPES for i in indices):
+        raise UnsupportedError(
+            "onnx.export: indexing with a boolean mask selects a number of elements known only "
+            "from the data; index with flow.where, or with integer tensors"
+        )
+    shape = g.ints(list(g.out[0].shape[1:]))
+    rows = [g.op("Unsqueeze", g.op("Expand", i, shape), g.ints([0])) for i in indices]
+    return g.cast(g.op("Concat", *rows, axis=0) if len(rows) > 1 else rows[0], dtypes.int64)
+
+
+def _nd_rows(g, x, indices, dims) -> tuple[str, str, list[int], int]:
+    """For GatherND/ScatterND: `x` with the indexed dims moved first, the index rows as
+    (*index dims, k) within [0, size), the kept dims, and the number of index dims."""
+    shape = g.meta(x).shape
+    nb = len(g.meta(indices).shape) - 1
+    kept = [d for d in range(len(shape)) if d not in dims]
+    moved = g.op("Transpose", x, perm=[*dims, *kept])
+    rows = g.op("Transpose", indices, perm=[*range(1, nb + 1), 0])
+    negative = g.cast(g.op("Less", rows, g.ints(0)), dtypes.int64)
+    rows = g.op("Add", rows, g.op("Mul", negative, g.ints([shape[d] for d in dims])))
+    return moved, rows, kept, nb
+
+
+def _numpy_layout(dims, nb: int, n_kept: int) -> list[int] | None:
+    """The permutation from (*index dims, *kept dims) to NumPy's layout, which puts the index
+    dims in place of adjacent indexed dims (None where that is the same)."""
+    if not _adjacent(dims) or dims[0] == 0:
+        return None
+    before = dims[0]  # kept dims before the indexed ones come first
+    return [*range(nb, nb + before), *range(nb), *range(nb + before, nb + n_kept)]
+
+
+def _index_onnx(g, x, indices, *, dims):
+    moved, rows, kept, nb = _nd_rows(g, x, indices, dims)
+    out = g.op("GatherND", moved, rows)  # (*index dims, *kept dims)
+    perm = _numpy_layout(dims, nb, len(kept))
+    return out if perm is None else g.op("Transpose", out, perm=perm)
+
+
+def _index_put_onnx(g, x, indices, values, *, dims, accumulate):
+    if accumulate:
+        opset_at_least(g, 16, "index_put with accumulate=True")
+    moved, rows, kept, nb = _nd_rows(g, x, indices, dims)
+    target = _index_shape(g.meta(x).shape, g.meta(indices).shape, dims)
+    values = g.cast(g.tensor(values, x), g.meta(x).dtype)
+    extra = len(g.meta(values).shape) - len(target)
+    if extra > 0:  # leading dims of 1 beyond the indexed shape are dropped
+        values = g.op("Squeeze", values, g.ints(list(range(extra))))
+    updates = g.op("Expand", values, g.ints(list(target)))
+    perm = _numpy_layout(dims, nb, len(kept))
+    if perm is not None:  # back from NumPy's layout to (*index dims, *kept dims)
+        updates = g.op("Transpose", updates, perm=[perm.index(i) for i in range(len(perm))])
+    reduction = "add" if accumulate else None
+    out = g.op("ScatterND", moved, rows, updates, reduction=reduction)
+    order = [*dims, *kept]
+    return g.op("Transpose", out, perm=[order.index(d) for d in range(len(order))])
+
+
 _index_stack = defop(
     "index_stack",
     inputs=("*indices",),
@@ -428,6 +608,7 @@ _index_stack = defop(
     sbp=broadcast_only,
     kernels={"cpu": _index_stack_kernel},
     differentiable=False,
+    onnx=_index_stack_onnx,
 )
 
 
@@ -505,6 +686,7 @@ _index = defop(
     kernels={"cpu": _index_kernel},
     grad=_index_grad,
     saves=("indices",),
+    onnx=_index_onnx,
 )
 
 
@@ -559,6 +741,7 @@ _index_put = defop(
     kernels={"cpu": _index_put_kernel},
     grad=_index_put_grad,
     saves=("indices",),
+    onnx=_index_put_onnx,
 )
 
 
@@ -905,6 +1088,7 @@ _gather = defop(
     kernels={"cpu": _gather_kernel},
     grad=_gather_grad,
     saves=("index",),
+    onnx=_gather_onnx,
 )
 
 
@@ -1007,6 +1191,7 @@ _scatter = defop(
     kernels={"cpu": _scatter_kernel},
     grad=_scatter_grad,
     saves=("index",),
+    onnx=_scatter_onnx(None),
 )
 
 
@@ -1028,6 +1213,7 @@ _scatter_add = defop(
     kernels={"cpu": _scatter_add_kernel},
     grad=_scatter_add_grad,
     saves=("index",),
+    onnx=_scatter_onnx("add"),
 )
 
 
@@ -1110,6 +1296,28 @@ def _scatter_reduce_grad(ctx, gy):
     return (gx if need_x else None), None, gsrc
 
 
+_ONNX_REDUCTIONS = {
+    "sum": ("add", 16),
+    "prod": ("mul", 16),
+    "amax": ("max", 18),
+    "amin": ("min", 18),
+}
+
+
+def _scatter_reduce_onnx(g, x, index, src, *, dim, reduce, include_self):
+    if reduce not in _ONNX_REDUCTIONS:
+        raise UnsupportedError(f"onnx.export: ONNX's ScatterElements has no {reduce!r} reduction")
+    reduction, opset = _ONNX_REDUCTIONS[reduce]
+    opset_at_least(g, opset, f"scatter_reduce with reduce={reduce!r}")
+    index = g.cast(index, dtypes.int64)
+    shape = g.op("Shape", index)
+    src = g.op("Slice", src, g.ints([0] * len(g.meta(x).shape)), shape)
+    if not include_self:  # the positions written start from the reduction's identity
+        identity = g.tensor(_reduce_identity(reduce, g.meta(x).dtype.np), x)
+        x = g.op("ScatterElements", x, index, g.op("Expand", identity, shape), axis=dim)
+    return g.op("ScatterElements", x, index, src, axis=dim, reduction=reduction)
+
+
 _scatter_reduce = defop(
     "scatter_reduce",
     inputs=("input", "index", "src"),
@@ -1118,6 +1326,7 @@ _scatter_reduce = defop(
     kernels={"cpu": _scatter_reduce_kernel},
     grad=_scatter_reduce_grad,
     saves=("input", "index", "src", "out"),
+    onnx=_scatter_reduce_onnx,
 )
 
 
@@ -1216,6 +1425,7 @@ _index_select = defop(
     kernels={"cpu": _index_select_kernel},
     grad=_index_select_grad,
     saves=("index",),
+    onnx=_index_select_onnx,
 )
 
 
@@ -1298,6 +1508,38 @@ def _index_add_grad(ctx, gy):
     return (gy if need_x else None), None, gsrc
 
 
+def _vector_along(g, index: str, dim: int, shape: str, ndim: int) -> str:
+    """A vector index along `dim`, expanded to `shape` (ScatterElements' index layout)."""
+    column = [1] * ndim
+    column[dim] = -1
+    return g.op("Expand", g.op("Reshape", g.cast(index, dtypes.int64), g.ints(column)), shape)
+
+
+def _index_source_onnx(reduction: str | None):
+    def lower(g, x, index, source, *, dim, alpha=1):
+        if reduction is not None:
+            opset_at_least(g, 16, "index_add")
+        ndim = len(g.meta(x).shape)
+        if not ndim:
+            raise UnsupportedError("onnx.export: ONNX scatters into tensors with dims, not 0-d")
+        if alpha != 1:
+            source = g.op("Mul", source, g.tensor(alpha, source))
+        at = _vector_along(g, index, dim, g.op("Shape", source), ndim)
+        return g.op("ScatterElements", x, at, source, axis=dim, reduction=reduction)
+
+    return lower
+
+
+def _index_fill_onnx(g, x, index, value, *, dim):
+    shape = list(g.meta(x).shape)
+    if not shape:
+        raise UnsupportedError("onnx.export: ONNX scatters into tensors with dims, not 0-d")
+    shape[dim] = math.prod(g.meta(index).shape)
+    updates = g.op("Expand", g.cast(g.tensor(value, x), g.meta(x).dtype), g.ints(shape))
+    at = _vector_along(g, index, dim, g.ints(shape), len(shape))
+    return g.op("ScatterElements", x, at, updates, axis=dim)
+
+
 _index_add = defop(
     "index_add",
     inputs=("input", "index", "source"),
@@ -1306,6 +1548,7 @@ _index_add = defop(
     kernels={"cpu": _index_add_kernel},
     grad=_index_add_grad,
     saves=("index",),
+    onnx=_index_source_onnx("add"),
 )
 
 
@@ -1343,6 +1586,7 @@ _index_copy = defop(
     kernels={"cpu": _index_copy_kernel},
     grad=_index_copy_grad,
     saves=("index",),
+    onnx=_index_source_onnx(None),
 )
 
 
@@ -1389,6 +1633,7 @@ _index_fill = defop(
     kernels={"cpu": _index_fill_kernel},
     grad=_index_fill_grad,
     saves=("index",),
+    onnx=_index_fill_onnx,
 )
 
 
@@ -1426,6 +1671,9 @@ _masked_fill = defop(
     kernels={"cpu": _masked_fill_kernel},
     grad=_masked_fill_grad,
     saves=("mask",),
+    onnx=lambda g, x, mask, value: g.op(
+        "Where", as_bool(g, mask), g.cast(g.tensor(value, x), g.meta(x).dtype), x
+    ),
 )
 
 
@@ -1566,6 +1814,7 @@ _take = defop(
     kernels={"cpu": _take_kernel},
     grad=_take_grad,
     saves=("index",),
+    onnx=lambda g, x, index: g.op("Gather", g.op("Reshape", x, g.ints([-1])), index, axis=0),
 )
 
 
@@ -1701,6 +1950,7 @@ _sort = defop(
     grad=_selection_grad,
     saves=("out1",),
     n_out=2,
+    onnx=_sort_onnx,
 )
 
 
@@ -1758,6 +2008,7 @@ _topk = defop(
     grad=_selection_grad,
     saves=("out1",),
     n_out=2,
+    onnx=_topk_onnx,
 )
 
 
@@ -2133,6 +2384,83 @@ def histc(input, bins=100, min=0, max=0):
     return dispatch(_histc, (input,), {"bins": bins, "min": min, "max": max})
 
 
+# -- put, isin ------------------------------------------------------------------------------
+@checked
+def put(input: Tensor, index: Tensor, source: Tensor, accumulate=False):
+    """A copy of `input` with the elements of `source` written at the positions `index` of
+    the input read as 1-d (row-major; negative positions count from the end). With
+    `accumulate` they add up, repeated positions included.
+
+    >>> flow.put(flow.zeros(2, 2), flow.tensor([0, -1]), flow.tensor([1.0, 2.0]))
+    tensor([[1., 0.],
+            [0., 2.]])
+    """
+    if index.dtype is not dtypes.int64:
+        raise DTypeError(f"put: expected an int64 index, got {index.dtype.name}")
+    if source.dtype is not input.dtype:
+        raise DTypeError(
+            f"put: expected source of the input's dtype ({input.dtype.name}), got "
+            f"{source.dtype.name}"
+        )
+    if index.numel() != source.numel():
+        raise ShapeError(
+            f"put: expected as many source elements as indices, got source of shape "
+            f"{list(source.shape)} and index of shape {list(index.shape)}"
+        )
+    n = input.numel()
+    # NOTE: reads the index, as PyTorch does: a position past the end has nowhere to go
+    if index.numel() and (n == 0 or bool(((index < -n) | (index >= n)).any())):
+        raise TensorIndexError(
+            f"put: index out of range for a tensor of {n} elements (shape {list(input.shape)})"
+        )
+    flat = index_put(input.reshape(-1), (index.reshape(-1),), source.reshape(-1), accumulate)
+    return flat.reshape(input.shape)
+
+
+def _isin_meta(elements, test_elements, *, invert) -> Meta:
+    return Meta(elements.shape if isinstance(elements, Meta) else (), dtypes.bool_)
+
+
+def _isin_sbp(elements, test_elements, **_) -> list[Signature]:
+    """Elements split along any axis against every test element (B)."""
+    test = B if isinstance(test_elements, Meta) else None
+    if not isinstance(elements, Meta):
+        return [Signature((None, test), (B,))]
+    sigs = [Signature((B, test), (B,))]
+    sigs += [Signature((S(a), test), (S(a),)) for a in range(len(elements.shape))]
+    return sigs
+
+
+_isin = defop(
+    "isin",
+    inputs=("elements", "test_elements"),
+    meta=_isin_meta,
+    sbp=_isin_sbp,
+    kernels={"cpu": lambda x, test, *, invert: np.isin(x, test, invert=invert)},
+    differentiable=False,
+    promote="common",
+)
+
+
+@checked
+def isin(elements: Tensor | Number, test_elements: Tensor | Number, *, assume_unique=False,
+         invert=False):  # fmt: skip
+    """A bool tensor of `elements`' shape: whether each element equals one of
+    `test_elements` (compared in their promoted dtype; the opposite with `invert`).
+    `assume_unique` is accepted for PyTorch's signature: the answer does not depend on it.
+
+    >>> flow.isin(flow.tensor([1, 2, 3]), flow.tensor([2, 4]))
+    tensor([False,  True, False])
+    """
+    tensors = [t for t in (elements, test_elements) if isinstance(t, Tensor)]
+    if not tensors:
+        raise TypeError("isin: expected elements or test_elements to be a tensor")
+    for t in tensors:  # checked before promotion, which would read bools as integers
+        if t.dtype is dtypes.bool_ or t.dtype.is_complex:
+            raise DTypeError(f"isin: unsupported input dtype {t.dtype.name}")
+    return dispatch(_isin, (elements, test_elements), {"invert": invert})
+
+
 # -- Tensor methods -----------------------------------------------------------------------------
 def _nonzero_method(self, *, as_tuple=False):
     return nonzero(self, as_tuple=as_tuple)
@@ -2174,4 +2502,7 @@ methods(
     unique_consecutive=unique_consecutive,
     bincount=bincount,
     histc=histc,
+    put=put,
+    put_=inplace(put, "put_"),
+    isin=isin,
 )

@@ -262,7 +262,21 @@ def _product(name: str, ranks=None, broadcast: bool = True):
         kernels={"cpu": kernel},
         grad=holomorphic(_product_grad),
         saves=("input", "other"),
+        onnx=_product_onnx,
     )
+
+
+def _product_onnx(g, a, b, *, ta, tb):
+    """MatMul (NumPy's rules, as matmul's), with the flagged operands' last two axes swapped."""
+
+    def swapped(x):
+        n = len(g.meta(x).shape)
+        return g.op("Transpose", x, perm=[*range(n - 2), n - 1, n - 2])
+
+    if len(g.meta(a).shape) == len(g.meta(b).shape) == 1:
+        # NOTE: a dot product as MatMul of two vectors crashes OpenVINO's CPU plugin
+        return g.op("ReduceSum", g.op("Mul", a, b), g.ints([0]), keepdims=0)
+    return g.op("MatMul", swapped(a) if ta else a, swapped(b) if tb else b)
 
 
 _matmul = _product("matmul")
@@ -572,6 +586,22 @@ def _einsum_reduce_grad(ctx, gy):
     return (einsum(equation, gy, *factors),)
 
 
+def _einsum_onnx(g, a, b, *, equation):
+    """ONNX's Einsum, with labels of size 1 broadcast first (the kernel's matmul broadcasts
+    them; Einsum wants a label's sizes equal)."""
+    ins, _ = _split_equation(equation)
+    sizes: dict[str, int] = {}
+    for labels, x in zip(ins, (a, b), strict=True):
+        for c, d in zip(labels, g.meta(x).shape, strict=True):
+            sizes[c] = max(sizes.get(c, 1), d)
+    operands = []
+    for labels, x in zip(ins, (a, b), strict=True):
+        full = [sizes[c] for c in labels]
+        same = list(g.meta(x).shape) == full
+        operands.append(x if same else g.op("Expand", x, g.ints(full)))
+    return g.op("Einsum", *operands, equation=equation)
+
+
 _einsum = defop(
     "einsum",
     inputs=("input", "other"),
@@ -580,6 +610,7 @@ _einsum = defop(
     kernels={"cpu": _einsum_pair_kernel},
     grad=holomorphic(_einsum_grad),
     saves=("input", "other"),
+    onnx=_einsum_onnx,
 )
 
 
@@ -603,6 +634,7 @@ _einsum_reduce = defop(
     sbp=_einsum_sbp,
     kernels={"cpu": _einsum_reduce_kernel},
     grad=holomorphic(_einsum_reduce_grad),
+    onnx=lambda g, x, *, equation: g.op("Einsum", g.cast(x, g.out[0].dtype), equation=equation),
 )
 
 

@@ -16,15 +16,17 @@ import builtins
 import math
 from collections import namedtuple
 
+import ml_dtypes
 import numpy as np
 
 from ..framework import dtype as dtypes
 from ..framework.dispatch import inplace
-from ..framework.errors import DTypeError, ShapeError, TensorIndexError
+from ..framework.errors import DTypeError, ShapeError, TensorIndexError, TideflowError
 from ..framework.grad_mode import is_grad_enabled
 from ..framework.node import is_float
 from ..framework.sbp import Split
 from ..framework.tensor import Tensor
+from ._onnx_rules import reduce
 from ._rules import (
     B,
     Meta,
@@ -34,6 +36,7 @@ from ._rules import (
     checked,
     defop,
     dispatch,
+    halves_in_float32,
     methods,
     normalize_dim,
     normalize_dims,
@@ -72,6 +75,8 @@ __all__ = [
     "cumprod",
     "cummax",
     "cummin",
+    "logcumsumexp",
+    "renorm",
     "median",
     "nanmedian",
     "mode",
@@ -228,6 +233,170 @@ def _reduced_meta(op: str, x: Meta, dim, keepdim: bool, dtype: dtypes.DType) -> 
     return Meta(reduce_meta_shape(x.shape, dims, keepdim), dtype)
 
 
+# -- ONNX lowerings shared by the reductions -------------------------------------------------
+def _onnx_axes(g, x: str, op: str, dim) -> tuple[int, ...]:
+    return _axes(op, dim, len(g.meta(x).shape))
+
+
+def _reduce_onnx(op_type: str, op: str, out_dtype: bool = False):
+    """An ONNX Reduce* over the op's `dim` (and `keepdim`); `out_dtype`: in the result's
+    dtype (sum's integers go to int64, a `dtype=` argument)."""
+
+    def lower(g, x, *, dim=None, keepdim=False, **_):
+        axes = _onnx_axes(g, x, op, dim)
+        return reduce(g, op_type, g.cast(x, g.out[0].dtype) if out_dtype else x, axes, keepdim)
+
+    return lower
+
+
+def _var_onnx(root: bool):
+    def lower(g, x, *, dim=None, correction=1, keepdim=False):
+        axes = _onnx_axes(g, x, "var", dim)
+        n = _numel(g.meta(x).shape, axes)
+        dev = g.op("Sub", x, reduce(g, "ReduceMean", x, axes, True))
+        total = reduce(g, "ReduceSum", g.op("Mul", dev, dev), axes, keepdim)
+        var = g.op("Div", total, g.tensor(builtins.max(n - correction, 0), x))
+        return g.op("Sqrt", var) if root else var
+
+    return lower
+
+
+def _extreme_reduce_onnx(op_type: str, op: str):
+    def lower(g, x, *, dim=(), keepdim=False):
+        return _extreme_onnx(g, op_type, x, _onnx_axes(g, x, op, dim), keepdim)
+
+    return lower
+
+
+def _extreme_onnx(g, op_type: str, x: str, axes, keepdim: bool) -> str:
+    """ReduceMax/ReduceMin, nan where the reduced elements hold one (as NumPy; onnxruntime's
+    reductions skip it)."""
+    out = reduce(g, op_type, x, axes, keepdim)
+    if not g.meta(x).dtype.is_floating_point:
+        return out
+    nans = reduce(g, "ReduceMax", g.cast(g.op("IsNaN", x), dtypes.int32), axes, keepdim)
+    return g.op("Where", g.cast(nans, dtypes.bool_), g.tensor(math.nan, x), out)
+
+
+def _arg_extreme(g, op_type: str, x: str, axis: int, keepdim: bool) -> str:
+    """ArgMax/ArgMin along `axis`: the first extreme's index, the first nan's where there is
+    one (as NumPy)."""
+    at = g.op(op_type, x, axis=axis, keepdims=int(keepdim), select_last_index=0)
+    if not g.meta(x).dtype.is_floating_point:
+        return at
+    nans = g.cast(g.op("IsNaN", x), dtypes.int32)
+    first_nan = g.op("ArgMax", nans, axis=axis, keepdims=int(keepdim), select_last_index=0)
+    any_nan = g.cast(reduce(g, "ReduceMax", nans, [axis], keepdim), dtypes.bool_)
+    return g.op("Where", any_nan, first_nan, at)
+
+
+def _arg_onnx(op_type: str):
+    def lower(g, x, *, dim=None, keepdim=False):
+        ndim = len(g.meta(x).shape)
+        if dim is None:  # the index into the flattened input
+            flat = g.op("Reshape", x, g.ints([-1]))
+            g.note(flat, Meta((math.prod(g.meta(x).shape),), g.meta(x).dtype))
+            out = _arg_extreme(g, op_type, flat, 0, False)
+            return g.op("Reshape", out, g.ints([1] * ndim)) if keepdim else out
+        if not ndim:
+            return g.constant(0, dtypes.int64)
+        return _arg_extreme(g, op_type, x, normalize_dim(op_type, dim, ndim), keepdim)
+
+    return lower
+
+
+def _selection_onnx(reduce_type: str, arg_type: str):
+    """max/min along a dim: the values and the first index of each."""
+
+    def lower(g, x, *, dim, keepdim=False):
+        if not g.meta(x).shape:
+            return g.op("Identity", x), g.constant(0, dtypes.int64)
+        d = normalize_dim(arg_type, dim, len(g.meta(x).shape))
+        values = _extreme_onnx(g, reduce_type, x, [d], keepdim)
+        return values, _arg_extreme(g, arg_type, x, d, keepdim)
+
+    return lower
+
+
+def _logsumexp_onnx(g, x, *, dim, keepdim=False):
+    axes = _onnx_axes(g, x, "logsumexp", dim)
+    top = reduce(g, "ReduceMax", x, axes, True)
+    top = g.op("Where", g.op("IsInf", top), g.tensor(0, x), top)  # inf - inf is nan
+    total = reduce(g, "ReduceSum", g.op("Exp", g.op("Sub", x, top)), axes, True)
+    out = g.op("Add", g.op("Log", total), top)
+    return out if keepdim else g.op("Reshape", out, g.ints(list(g.out[0].shape)))
+
+
+def _logical_onnx(reduce_type: str):
+    """all/any: the min/max of the truth values as 0/1 integers."""
+
+    def lower(g, x, *, dim=None, keepdim=False):
+        ones = g.cast(g.cast(x, dtypes.bool_), dtypes.int32)
+        out = reduce(g, reduce_type, ones, _onnx_axes(g, x, "all", dim), keepdim)
+        return g.cast(out, g.out[0].dtype)
+
+    return lower
+
+
+def _cumsum_onnx(g, x, *, dim, dtype=None):
+    x = g.cast(x, g.out[0].dtype)
+    if not g.out[0].shape:  # a 0-d tensor is its own running sum
+        return g.op("Identity", x)
+    return g.op("CumSum", x, g.ints(normalize_dim("cumsum", dim, len(g.out[0].shape))))
+
+
+def _nan_reduce_onnx(mean: bool):
+    """nansum / nanmean: NaNs as zeros (and, for the mean, left out of the count)."""
+
+    def lower(g, x, *, dim=None, keepdim=False, dtype=None):
+        axes = _onnx_axes(g, x, "nansum", dim)
+        x = g.cast(x, g.out[0].dtype)
+        if not g.out[0].dtype.is_floating_point:  # integers have no NaN
+            return reduce(g, "ReduceSum", x, axes, keepdim)
+        valid = g.op("Not", g.op("IsNaN", x))
+        total = reduce(g, "ReduceSum", g.op("Where", valid, x, g.tensor(0, x)), axes, keepdim)
+        if not mean:
+            return total
+        count = reduce(g, "ReduceSum", g.cast(valid, g.out[0].dtype), axes, keepdim)
+        return g.op("Div", total, count)
+
+    return lower
+
+
+def _vector_norm_onnx(g, x, *, ord=2, dim=None, keepdim=False):
+    axes = _onnx_axes(g, x, "linalg.vector_norm", dim)
+    a = g.op("Abs", x)
+    if ord == math.inf:
+        return reduce(g, "ReduceMax", a, axes, keepdim)
+    if ord == -math.inf:
+        return reduce(g, "ReduceMin", a, axes, keepdim)
+    if ord == 0:
+        nonzero = g.cast(g.op("Not", g.op("Equal", a, g.tensor(0, x))), g.out[0].dtype)
+        return reduce(g, "ReduceSum", nonzero, axes, keepdim)
+    if ord == 1:
+        return reduce(g, "ReduceSum", a, axes, keepdim)
+    if ord == 2:
+        return g.op("Sqrt", reduce(g, "ReduceSum", g.op("Mul", a, a), axes, keepdim))
+    total = reduce(g, "ReduceSum", g.op("Pow", a, g.tensor(ord, x)), axes, keepdim)
+    return g.op("Pow", total, g.tensor(1 / ord, x))
+
+
+def _sum_to_onnx(g, x, *, shape):
+    dims = g.meta(x).shape
+    lead = len(dims) - len(shape)
+    axes = [
+        *range(lead),
+        *(lead + i for i, t in enumerate(shape) if t == 1 and dims[lead + i] != 1),
+    ]
+    out = reduce(g, "ReduceSum", x, axes, True) if axes else x
+    return g.op("Reshape", out, g.ints(list(shape))) if lead else g.op("Identity", out)
+
+
+def _count_nonzero_onnx(g, x, *, dim=None):
+    nonzero = g.cast(g.op("Not", g.op("Equal", x, g.tensor(0, x))), dtypes.int64)
+    return reduce(g, "ReduceSum", nonzero, _onnx_axes(g, x, "count_nonzero", dim), False)
+
+
 # -- sum, nansum ----------------------------------------------------------------------------
 def _sum_meta(x: Meta, *, dim=None, keepdim=False, dtype=None) -> Meta:
     return _reduced_meta("sum", x, dim, keepdim, _int_to_int64(x.dtype, dtype))
@@ -252,6 +421,7 @@ _sum = defop(
     sbp=_reduction_sbp(split_partial=True, linear=True),
     kernels={"cpu": _summing("sum", np.sum)},
     grad=lambda ctx, gy: (expand_reduced(gy, ctx.input_shape(0), ctx.dim, ctx.keepdim),),
+    onnx=_reduce_onnx("ReduceSum", "sum", out_dtype=True),
 )
 
 
@@ -281,6 +451,7 @@ _nansum = defop(
     kernels={"cpu": _summing("nansum", np.nansum)},
     grad=_nansum_grad,
     saves=("input",),
+    onnx=_nan_reduce_onnx(mean=False),
 )
 
 
@@ -345,6 +516,7 @@ _mean = defop(
     local_attrs=_mean_local_attrs,
     kernels={"cpu": _mean_kernel},
     grad=_mean_grad,
+    onnx=_reduce_onnx("ReduceMean", "mean", out_dtype=True),
 )
 
 
@@ -389,6 +561,7 @@ _nanmean = defop(
     kernels={"cpu": _nanmean_kernel},
     grad=_nanmean_grad,
     saves=("input",),
+    onnx=_nan_reduce_onnx(mean=True),
 )
 
 
@@ -437,6 +610,7 @@ _prod = defop(
     kernels={"cpu": _summing("prod", np.prod)},
     grad=holomorphic(_prod_grad),
     saves=("input",),
+    onnx=_reduce_onnx("ReduceProd", "prod", out_dtype=True),
 )
 
 
@@ -510,6 +684,7 @@ _var = defop(
     kernels={"cpu": _var_kernel("var", root=False)},
     grad=_var_grad,
     saves=("input",),
+    onnx=_var_onnx(root=False),
 )
 _std = defop(
     "std",
@@ -519,6 +694,7 @@ _std = defop(
     kernels={"cpu": _var_kernel("std", root=True)},
     grad=_std_grad,
     saves=("input", "out"),
+    onnx=_var_onnx(root=True),
 )
 
 
@@ -600,7 +776,7 @@ def _extreme_meta(op: str):
     return meta
 
 
-def _extreme(name: str, reduce):
+def _extreme(name: str, reduce, onnx):
     def kernel(x, *, dim=(), keepdim=False):
         reject_complex(name, x.dtype)
         return np.asarray(reduce(x, axis=_axes(name, dim, x.ndim), keepdims=keepdim))
@@ -613,11 +789,12 @@ def _extreme(name: str, reduce):
         kernels={"cpu": kernel},
         grad=lambda ctx, gy: (_evenly_distribute(gy, ctx.input, ctx.out, ctx.dim, ctx.keepdim),),
         saves=("input", "out"),
+        onnx=onnx,
     )
 
 
-_amax = _extreme("amax", np.max)
-_amin = _extreme("amin", np.min)
+_amax = _extreme("amax", np.max, _extreme_reduce_onnx("ReduceMax", "amax"))
+_amin = _extreme("amin", np.min, _extreme_reduce_onnx("ReduceMin", "amin"))
 
 
 def amax(input, dim=(), keepdim=False):
@@ -690,7 +867,7 @@ def _index_grad_rule(ctx, gy, _gi):
     return (_index_grad(gy, ctx.out1, ctx.input_shape(0), ctx.dim, ctx.keepdim),)
 
 
-def _selection(name: str, kernel):
+def _selection(name: str, kernel, onnx=None):
     def ordered_kernel(x, **attrs):
         reject_complex(name, x.dtype)
         return kernel(x, **attrs)
@@ -704,11 +881,12 @@ def _selection(name: str, kernel):
         grad=_index_grad_rule,
         saves=("out1",),
         n_out=2,
+        onnx=onnx,
     )
 
 
-_max = _selection("max", _pick_kernel("max", np.argmax))
-_min = _selection("min", _pick_kernel("min", np.argmin))
+_max = _selection("max", _pick_kernel("max", np.argmax), _selection_onnx("ReduceMax", "ArgMax"))
+_min = _selection("min", _pick_kernel("min", np.argmin), _selection_onnx("ReduceMin", "ArgMin"))
 
 
 @checked
@@ -775,7 +953,7 @@ def _arg_kernel(op: str, pick):
     return kernel
 
 
-def _arg(name: str, pick):
+def _arg(name: str, pick, onnx):
     return defop(
         name,
         inputs=("input",),
@@ -783,11 +961,12 @@ def _arg(name: str, pick):
         sbp=_reduction_sbp(),
         kernels={"cpu": _arg_kernel(name, pick)},
         differentiable=False,
+        onnx=onnx,
     )
 
 
-_argmax = _arg("argmax", np.argmax)
-_argmin = _arg("argmin", np.argmin)
+_argmax = _arg("argmax", np.argmax, _arg_onnx("ArgMax"))
+_argmin = _arg("argmin", np.argmin, _arg_onnx("ArgMin"))
 
 
 def argmax(input, dim=None, keepdim=False):
@@ -838,6 +1017,7 @@ _logsumexp = defop(
     grad=_logsumexp_grad,
     saves=("input", "out"),
     promote="float",
+    onnx=_logsumexp_onnx,
 )
 
 
@@ -918,6 +1098,7 @@ _vector_norm = defop(
     kernels={"cpu": _vector_norm_kernel},
     grad=_vector_norm_grad,
     saves=("input", "out"),
+    onnx=_vector_norm_onnx,
 )
 
 
@@ -947,6 +1128,32 @@ def vector_norm(x: Tensor, ord=2, dim=None, keepdim=False, *, dtype=None):
     if isinstance(x, Tensor) and x.dtype.is_complex:  # a norm sees only the moduli
         x = x.abs()
     return dispatch(_vector_norm, (x,), {"ord": ord, "dim": _dims(dim), "keepdim": keepdim})
+
+
+@checked
+@halves_in_float32
+def renorm(input: Tensor, p, dim, maxnorm):
+    """`input` with each slice along `dim` whose `p`-norm exceeds `maxnorm` scaled down to
+    norm `maxnorm` (the others as they are).
+
+    >>> flow.renorm(flow.tensor([[3.0, 4.0], [0.3, 0.4]]), p=2, dim=0, maxnorm=1.0)
+    tensor([[0.6000, 0.8000],
+            [0.3000, 0.4000]])
+    """
+    if input.ndim < 2:
+        raise ShapeError(
+            f"renorm: expected an input of at least 2 dimensions, got shape {list(input.shape)}"
+        )
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise DTypeError(f"renorm: expected a floating point input, got {input.dtype.name}")
+    if not p > 0:
+        raise TideflowError(f"renorm: expected a positive norm order p, got {p}")
+    if not maxnorm >= 0:
+        raise TideflowError(f"renorm: expected maxnorm >= 0, got {maxnorm}")
+    d = normalize_dim("renorm", dim, input.ndim)
+    norms = vector_norm(input, p, tuple(a for a in range(input.ndim) if a != d), keepdim=True)
+    # NOTE: PyTorch's 1e-7 keeps the scaled norm just under maxnorm
+    return input * where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)
 
 
 _SINGULAR_VALUE_ORDS = ("nuc", 2, -2)
@@ -1071,7 +1278,7 @@ def _logical_kernel(op: str, reduce):
     return kernel
 
 
-def _logical(name: str, reduce):
+def _logical(name: str, reduce, onnx):
     return defop(
         name,
         inputs=("input",),
@@ -1079,11 +1286,12 @@ def _logical(name: str, reduce):
         sbp=_reduction_sbp(),
         kernels={"cpu": _logical_kernel(name, reduce)},
         differentiable=False,
+        onnx=onnx,
     )
 
 
-_all = _logical("all", np.all)
-_any = _logical("any", np.any)
+_all = _logical("all", np.all, _logical_onnx("ReduceMin"))
+_any = _logical("any", np.any, _logical_onnx("ReduceMax"))
 
 
 def all(input, dim=None, keepdim=False):
@@ -1115,6 +1323,7 @@ _count_nonzero = defop(
     sbp=_reduction_sbp(split_partial=True),
     kernels={"cpu": _count_nonzero_kernel},
     differentiable=False,
+    onnx=_count_nonzero_onnx,
 )
 
 
@@ -1204,6 +1413,7 @@ _cumsum = defop(
     sbp=_scan_sbp(linear=True),
     kernels={"cpu": _scan_kernel("cumsum", np.cumsum)},
     grad=_cumsum_grad,
+    onnx=_cumsum_onnx,
 )
 _cumprod = defop(
     "cumprod",
@@ -1235,6 +1445,64 @@ def cumprod(input, dim, *, dtype=None):
     """
     dtype = None if dtype is None else dtypes.to_dtype(dtype)
     return dispatch(_cumprod, (input,), {"dim": dim, "dtype": dtype})
+
+
+# -- logcumsumexp ---------------------------------------------------------------------------
+def _logcumsumexp_meta(x: Meta, *, dim) -> Meta:
+    normalize_dim("logcumsumexp", dim, len(x.shape))
+    reject_complex("logcumsumexp", x.dtype)
+    _require_float("logcumsumexp", x.dtype.np)
+    return Meta(x.shape, x.dtype)
+
+
+def _logcumsumexp_kernel(x, *, dim):
+    d = normalize_dim("logcumsumexp", dim, x.ndim)
+    _require_float("logcumsumexp", x.dtype)
+    if x.ndim == 0:
+        return x.copy()
+    return np.logaddexp.accumulate(_acc(x), axis=d).astype(x.dtype, copy=False)
+
+
+def _reverse_logcumsumexp(t, dim: int):
+    return t.flip(dim).logcumsumexp(dim).flip(dim)
+
+
+def _logcumsumexp_grad(ctx, gy):
+    x, out = ctx.input, ctx.out
+    if x.ndim == 0:
+        return (gy,)
+    d = normalize_dim("logcumsumexp", ctx.dim, x.ndim)
+    # gx_i = sum_{j >= i} gy_j exp(x_i - out_j), summed in log space (a reverse
+    # logcumsumexp) so nothing overflows; the positive and negative parts of gy apart, since
+    # only magnitudes have logarithms. The log of a zero part is the lowest finite value, not
+    # -inf: a scan of -infs has NaN derivatives, which double backward would meet
+    lowest = float(ml_dtypes.finfo(gy.dtype.np).min)
+    parts = []
+    for sign in (gy > 0, gy < 0):
+        log_magnitude = where(sign, where(sign, gy.abs(), 1.0).log(), lowest)
+        parts.append((_reverse_logcumsumexp(log_magnitude - out, d) + x).exp())
+    return (parts[0] - parts[1],)
+
+
+_logcumsumexp = defop(
+    "logcumsumexp",
+    inputs=("input",),
+    meta=_logcumsumexp_meta,
+    sbp=_scan_sbp(),
+    kernels={"cpu": _logcumsumexp_kernel},
+    grad=_logcumsumexp_grad,
+    saves=("input", "out"),
+)
+
+
+def logcumsumexp(input, dim):
+    """Running `logsumexp` along `dim`: `log(cumsum(exp(input)))`, computed without overflow.
+    Floating point inputs only.
+
+    >>> flow.logcumsumexp(flow.tensor([0.0, 0.0, 0.0]), dim=0)
+    tensor([0.0000, 0.6931, 1.0986])
+    """
+    return dispatch(_logcumsumexp, (input,), {"dim": dim})
 
 
 def _cum_extreme_kernel(op: str, accumulate):
@@ -1491,6 +1759,7 @@ _sum_to_size = defop(
     local_attrs=_sum_to_local_attrs,
     kernels={"cpu": _sum_to_kernel},
     grad=lambda ctx, gy: (gy.expand(ctx.input_shape(0)),),
+    onnx=_sum_to_onnx,
 )
 
 
@@ -1530,6 +1799,9 @@ methods(
     cumprod_=inplace(cumprod, "cumprod_"),
     cummax=cummax,
     cummin=cummin,
+    logcumsumexp=logcumsumexp,
+    renorm=renorm,
+    renorm_=inplace(renorm, "renorm_"),
     median=median,
     nanmedian=nanmedian,
     mode=mode,

@@ -17,8 +17,15 @@ import operator
 import numpy as np
 
 from ..framework.dispatch import inplace
-from ..framework.errors import ArgumentError, DTypeError, ShapeError, TideflowError
+from ..framework.errors import (
+    ArgumentError,
+    DTypeError,
+    ShapeError,
+    TensorIndexError,
+    TideflowError,
+)
 from ..framework.tensor import Size, Tensor
+from ._onnx_rules import INT64_MAX, reshape_target, scalar_of
 from ._rules import (
     B,
     Meta,
@@ -84,6 +91,7 @@ __all__ = [
     "flip",
     "fliplr",
     "flipud",
+    "rot90",
     "roll",
     "tril",
     "triu",
@@ -245,6 +253,92 @@ def _view_kernel(x, *, shape):
     return out
 
 
+def _reshape_onnx(g, x, *, shape):
+    if not g.out[0].shape:
+        return scalar_of(g, x)
+    return g.op("Reshape", x, reshape_target(g, x))
+
+
+def _expand_onnx(g, x, *, shape):
+    # NOTE: a 1 in Expand's shape keeps the input's dim (broadcasting both ways), so dims
+    # the input already has stay dynamic
+    out, dims = g.out[0].shape, g.meta(x).shape
+    lead = len(out) - len(dims)
+    target = [1 if i >= lead and dims[i - lead] == d else d for i, d in enumerate(out)]
+    return g.op("Expand", x, g.ints(target))
+
+
+def _slice_onnx(g, x, *, dim, start, end, step):
+    stop = INT64_MAX if end == g.meta(x).shape[dim] else end
+    return g.op("Slice", x, g.ints([start]), g.ints([stop]), g.ints([dim]), g.ints([step]))
+
+
+def _split_onnx(g, x, *, dim, sizes):
+    if len(set(sizes)) > 1:
+        return g.op("Split", x, g.ints(sizes), axis=dim, outputs=len(sizes))
+    # NOTE: equal pieces are split by count, so a dynamic dim (an RNN's time steps times the
+    # batch) splits at any size
+    count = {"num_outputs": len(sizes)} if g.opset >= 18 else {}
+    return g.op("Split", x, axis=dim, outputs=len(sizes), **count)
+
+
+def _unbind_onnx(g, x, *, dim):
+    n = g.meta(x).shape[dim]
+    if n == 0:
+        return ()
+    pieces = g.op("Split", x, g.ints([1] * n), axis=dim, outputs=n)
+    pieces = (pieces,) if n == 1 else pieces
+    return tuple(g.op("Squeeze", p, g.ints([dim])) for p in pieces)
+
+
+def _cat_onnx(g, *xs, dim):
+    parts = [x for x in xs if not _skipped(g.meta(x).shape)]
+    if not parts:
+        return g.constant(np.empty((0,)), g.out[0].dtype)
+    return g.op("Concat", *parts, axis=dim)
+
+
+def _stack_onnx(g, *xs, dim):
+    return g.op("Concat", *(g.op("Unsqueeze", x, g.ints([dim])) for x in xs), axis=dim)
+
+
+def _repeat_onnx(g, x, *, sizes):
+    extra = len(sizes) - len(g.meta(x).shape)
+    if extra:
+        x = g.op("Unsqueeze", x, g.ints(list(range(extra))))
+    return g.op("Tile", x, g.ints(sizes))
+
+
+def _flip_onnx(g, x, *, dims):
+    if not dims:
+        return g.op("Identity", x)
+    n = len(dims)
+    starts, ends = g.ints([-1] * n), g.ints([-INT64_MAX - 1] * n)
+    return g.op("Slice", x, starts, ends, g.ints(list(dims)), g.ints([-1] * n))
+
+
+def _roll_onnx(g, x, *, shifts, dims):
+    shape = g.meta(x).shape
+    if dims is None:
+        flat = g.op("Reshape", x, g.ints([-1]))
+        rolled = _rolled(g, flat, shifts[0], 0, math.prod(shape))
+        return g.op("Reshape", rolled, g.ints(list(shape)))
+    for shift, dim in zip(shifts, dims, strict=True):
+        x = _rolled(g, x, shift, dim, shape[dim])
+    return x
+
+
+def _rolled(g, x: str, shift: int, dim: int, n: int) -> str:
+    """`x` rolled by `shift` along `dim` (of size n): its last entries moved to the front."""
+    cut = n - shift % n if n else 0
+    if cut in (0, n):
+        return x
+    axis = g.ints([dim])
+    tail = g.op("Slice", x, g.ints([cut]), g.ints([INT64_MAX]), axis)
+    head = g.op("Slice", x, g.ints([0]), g.ints([cut]), axis)
+    return g.op("Concat", tail, head, axis=dim)
+
+
 _reshape = defop(
     "reshape",
     inputs=("input",),
@@ -254,6 +348,7 @@ _reshape = defop(
     grad=lambda ctx, gy: (gy.reshape(ctx.input_shape(0)),),
     view=True,
     local_attrs=_reshape_local_attrs,
+    onnx=_reshape_onnx,
 )
 _view = defop(
     "view",
@@ -264,6 +359,7 @@ _view = defop(
     grad=lambda ctx, gy: (gy.reshape(ctx.input_shape(0)),),
     view=True,
     local_attrs=_reshape_local_attrs,
+    onnx=_reshape_onnx,
 )
 
 
@@ -457,6 +553,7 @@ _expand = defop(
     grad=lambda ctx, gy: (gy.sum_to_size(ctx.input_shape(0)),),
     view=True,
     local_attrs=_expand_local_attrs,
+    onnx=_expand_onnx,
 )
 
 
@@ -555,6 +652,7 @@ _permute = defop(
     kernels={"cpu": lambda x, *, dims: np.transpose(x, dims)},
     grad=_permute_grad,
     view=True,
+    onnx=lambda g, x, *, dims: g.op("Transpose", x, perm=list(dims)) if dims else x,
 )
 
 
@@ -664,6 +762,7 @@ _slice = defop(
     kernels={"cpu": lambda x, *, dim, start, end, step: x[_slice_index(dim, start, end, step)]},
     grad=_slice_grad,
     view=True,
+    onnx=_slice_onnx,
 )
 
 
@@ -749,6 +848,7 @@ _split = defop(
     grad=lambda ctx, *gys: (dispatch(_cat, gys, {"dim": ctx.dim}),),
     n_out=None,
     view=True,
+    onnx=_split_onnx,
 )
 
 
@@ -776,6 +876,7 @@ _unbind = defop(
     grad=lambda ctx, *gys: (dispatch(_stack, gys, {"dim": ctx.dim}),),
     n_out=None,
     view=True,
+    onnx=_unbind_onnx,
 )
 
 
@@ -976,6 +1077,13 @@ def _slice_scatter_grad(ctx, gy):
     return gx, gsrc
 
 
+def _slice_scatter_onnx(g, x, src, *, dim, start, end, step):
+    """ScatterND of `src` at the slice's positions (a constant of the traced sizes)."""
+    shape = g.meta(x).shape
+    positions = np.moveaxis(np.indices(shape), 0, -1)[_slice_index(dim, start, end, step)]
+    return g.op("ScatterND", x, g.ints(positions), src)
+
+
 _slice_scatter = defop(
     "slice_scatter",
     inputs=("input", "src"),
@@ -983,6 +1091,7 @@ _slice_scatter = defop(
     sbp=lambda x, src, *, dim, **_: _moved_sbp(_kept_axes(len(x.shape), (dim,)), n_in=2),
     kernels={"cpu": _slice_scatter_kernel},
     grad=_slice_scatter_grad,
+    onnx=_slice_scatter_onnx,
 )
 
 
@@ -1096,6 +1205,7 @@ _cat = defop(
     kernels={"cpu": _cat_kernel},
     grad=_cat_grad,
     promote="common",
+    onnx=_cat_onnx,
 )
 
 
@@ -1151,6 +1261,7 @@ _stack = defop(
     kernels={"cpu": lambda *xs, dim: np.stack(xs, axis=dim)},
     grad=_stack_grad,
     promote="common",
+    onnx=_stack_onnx,
 )
 
 
@@ -1222,6 +1333,7 @@ _repeat = defop(
     sbp=_repeat_sbp,
     kernels={"cpu": lambda x, *, sizes: np.tile(x, sizes)},
     grad=_repeat_grad,
+    onnx=_repeat_onnx,
 )
 
 
@@ -1315,6 +1427,7 @@ _flip = defop(
     sbp=lambda x, *, dims: _moved_sbp(_kept_axes(len(x.shape), dims)),
     kernels={"cpu": lambda x, *, dims: np.flip(x, dims).copy()},
     grad=lambda ctx, gy: (gy.flip(ctx.dims),),
+    onnx=_flip_onnx,
 )
 
 
@@ -1335,6 +1448,34 @@ def flipud(input):
     """Reverse dim 0 (up/down) of a tensor with at least 1 dim."""
     _at_least("flipud", input, 1)
     return flip(input, (0,))
+
+
+@checked
+def rot90(input: Tensor, k=1, dims=(0, 1)):
+    """A copy rotated by `k` quarter turns in the plane of `dims`, from the first dim toward
+    the second (negative `k` turns the other way).
+
+    >>> flow.rot90(flow.tensor([[1, 2], [3, 4]]))
+    tensor([[2, 4],
+            [1, 3]])
+    """
+    if len(dims) != 2:
+        raise TensorIndexError(f"rot90: expected two rotation dims, got {list(dims)}")
+    if input.ndim < 2:
+        raise ShapeError(
+            f"rot90: expected a tensor of at least 2 dims, got shape {list(input.shape)}"
+        )
+    first, second = (normalize_dim("rot90", d, input.ndim) for d in dims)
+    if first == second:
+        raise TensorIndexError(f"rot90: expected two different rotation dims, got {list(dims)}")
+    turns = k % 4
+    if turns == 1:
+        return input.flip((second,)).transpose(first, second)
+    if turns == 2:
+        return input.flip((first, second))
+    if turns == 3:
+        return input.flip((first,)).transpose(first, second)
+    return input.clone()
 
 
 def _roll_sbp(x: Meta, *, shifts, dims) -> list[Signature]:
@@ -1358,6 +1499,7 @@ _roll = defop(
     grad=lambda ctx, gy: (
         dispatch(_roll, (gy,), {"shifts": tuple(-s for s in ctx.shifts), "dims": ctx.dims}),
     ),
+    onnx=_roll_onnx,
 )
 
 
@@ -1396,6 +1538,9 @@ def _triangle(name: str, kernel):
         sbp=lambda x, *, diagonal: _moved_sbp(_kept_axes(len(x.shape) - 2, ())),
         kernels={"cpu": lambda x, *, diagonal: kernel(x, diagonal)},
         grad=lambda ctx, gy: (dispatch(op, (gy,), ctx.attrs),),
+        onnx=lambda g, x, *, diagonal: g.op(
+            "Trilu", x, g.ints(diagonal), upper=int(name == "triu")
+        ),
     )
     return op
 
@@ -1608,6 +1753,7 @@ methods(
     flip=_flip_method,
     fliplr=fliplr,
     flipud=flipud,
+    rot90=rot90,
     roll=roll,
     tril=tril,
     triu=triu,

@@ -55,7 +55,7 @@ def _float_kernel(fn):
     return kernel
 
 
-def _unary(name, fn, grad=None, saves=("input",), differentiable=None):
+def _unary(name, fn, grad=None, saves=("input",), differentiable=None, onnx=None):
     """A floating-point function of one tensor; integer and bool inputs give the default
     float dtype."""
     return defop(
@@ -69,6 +69,7 @@ def _unary(name, fn, grad=None, saves=("input",), differentiable=None):
         promote="float",
         differentiable=differentiable,
         elementwise=True,
+        onnx=onnx,
     )
 
 
@@ -333,7 +334,18 @@ def _normal_density(x):
     return exp(x * x * -0.5) / _SQRT_2PI
 
 
-_ndtr = _unary("ndtr", sc.ndtr, lambda ctx, gy: (gy * _normal_density(ctx.input),))
+def _ndtr_onnx(g, x):
+    """(1 + erf(x / sqrt(2))) / 2 (ONNX has no erfc: the far left tail loses digits)."""
+    erf = g.op("Erf", g.op("Mul", x, g.tensor(math.sqrt(0.5), x)))
+    return g.op("Mul", g.op("Add", erf, g.tensor(1, x)), g.tensor(0.5, x))
+
+
+_ndtr = _unary(
+    "ndtr",
+    sc.ndtr,
+    lambda ctx, gy: (gy * _normal_density(ctx.input),),
+    onnx=_ndtr_onnx,
+)
 _ndtri = _unary(
     "ndtri",
     sc.ndtri,
@@ -396,8 +408,36 @@ def _sinc_grad(ctx, gy):
     return (gy * where(x == 0, 0.0, (cos(x * math.pi) - ctx.out) / _nonzero(x)),)
 
 
-_logit = _unary("logit", _logit_kernel, _logit_grad)
-_sinc = _unary("sinc", np.sinc, _sinc_grad, saves=("input", "out"))
+def _logit_onnx(g, x, *, eps=None):
+    dtype = g.meta(x).dtype
+    if eps is not None:  # by comparisons, as the kernel: a nan eps clamps nothing
+        low, high = g.tensor(eps, dtype), g.tensor(1 - eps, dtype)
+        x = g.op("Where", g.op("Less", x, low), low, x)
+        x = g.op("Where", g.op("Greater", x, high), high, x)
+    return g.op("Log", g.op("Div", x, g.op("Sub", g.tensor(1, dtype), x)))
+
+
+def _sinc_onnx(g, x):
+    """sin(pi x) / (pi x), 1 at 0."""
+    pi_x = g.op("Mul", x, g.tensor(math.pi, x))
+    zero = g.op("Equal", x, g.tensor(0, x))
+    safe = g.op("Where", zero, g.tensor(1, x), pi_x)
+    return g.op("Where", zero, g.tensor(1, x), g.op("Div", g.op("Sin", safe), safe))
+
+
+_logit = _unary(
+    "logit",
+    _logit_kernel,
+    _logit_grad,
+    onnx=_logit_onnx,
+)
+_sinc = _unary(
+    "sinc",
+    np.sinc,
+    _sinc_grad,
+    saves=("input", "out"),
+    onnx=_sinc_onnx,
+)
 # NOTE: SciPy's entr is PyTorch's: 0 at 0, -inf below it, nan for nan.
 _entr = _unary("entr", sc.entr, lambda ctx, gy: (gy * -(log(ctx.input) + 1),))
 

@@ -24,6 +24,7 @@ from ..framework.dispatch import inplace
 from ..framework.errors import DTypeError, ShapeError, TideflowError
 from ..framework.tensor import Tensor
 from . import _special
+from ._onnx_rules import as_bool, nan_extremum, onnx_unary, opset_at_least
 from ._rules import (
     B,
     Meta,
@@ -186,6 +187,7 @@ def _unary(
     partial=None,
     differentiable=None,
     scalar=None,
+    onnx=None,
 ):
     return defop(
         name,
@@ -199,13 +201,14 @@ def _unary(
         differentiable=differentiable,
         elementwise=True,
         scalar=scalar,
+        onnx=onnx,
     )
 
 
 _SAME = object()
 
 
-def _math(name, fn, grad, saves, scalar=None, complex_fn=_SAME):
+def _math(name, fn, grad, saves, scalar=None, complex_fn=_SAME, onnx=None):
     """A floating-point function; integer and bool inputs give the default float dtype. Its
     scalar rule is the math function of the same name unless `scalar` gives another.
 
@@ -223,7 +226,15 @@ def _math(name, fn, grad, saves, scalar=None, complex_fn=_SAME):
             return on_complex(x)
         return real_kernel(x)
 
-    return _unary(name, kernel, grad=holomorphic(grad), saves=saves, promote="float", scalar=scalar)
+    return _unary(
+        name,
+        kernel,
+        grad=holomorphic(grad),
+        saves=saves,
+        promote="float",
+        scalar=scalar,
+        onnx=onnx,
+    )
 
 
 def _float_rule(rule):
@@ -247,6 +258,108 @@ def _zero_grad(ctx, gy):
     return (zeros_like(gy),)
 
 
+# -- ONNX lowerings shared by several ops ----------------------------------------------------
+def _scaled_log(scale: float):
+    """log(x) * scale (log2, log10)."""
+    return lambda g, x: g.op("Mul", g.op("Log", x), g.tensor(scale, x))
+
+
+def _trunc_onnx(g, x):
+    """ONNX has no Trunc: floor above zero, ceil below."""
+    negative = g.op("Less", x, g.tensor(0, x))
+    return g.op("Where", negative, g.op("Ceil", x), g.op("Floor", x))
+
+
+def _whole_or(op_type: str):
+    """A rounding op: integers are whole already (a copy)."""
+    return lambda g, x: g.op(op_type if g.meta(x).dtype.is_floating_point else "Identity", x)
+
+
+def _float_test(rule, integers: bool = False):
+    """A float predicate; integers are never nan or inf (the answer is `integers`)."""
+
+    def lower(g, x):
+        if g.meta(x).dtype.is_floating_point:
+            return rule(g, x)
+        same = g.op("Equal", x, x)
+        return same if integers else g.op("Not", same)
+
+    return lower
+
+
+def _square_onnx(g, x):
+    if g.meta(x).dtype.name == "bool":
+        x = g.cast(x, dtypes.int64)  # bool squares as pow(x, 2), with an integer 2
+    return g.op("Mul", x, x)
+
+
+def _round_onnx(g, x, *, decimals=0):
+    if not g.meta(x).dtype.is_floating_point:
+        return g.op("Identity", x)
+    if decimals == 0:
+        return g.op("Round", x)
+    scale = g.tensor(10.0 ** builtins.abs(decimals), x)
+    if decimals > 0:
+        return g.op("Div", g.op("Round", g.op("Mul", x, scale)), scale)
+    return g.op("Mul", g.op("Round", g.op("Div", x, scale)), scale)
+
+
+def _clamp_onnx(g, x, lo, hi):
+    if lo is not None:
+        x = nan_extremum(g, "Max", x, g.tensor(lo, g.out[0].dtype))
+    if hi is not None:
+        x = nan_extremum(g, "Min", x, g.tensor(hi, g.out[0].dtype))
+    return x
+
+
+def _elu_onnx(g, x, *, alpha, scale, input_scale):
+    if scale == 1 and input_scale == 1:
+        return g.op("Elu", x, alpha=alpha)
+    if input_scale == 1:
+        return g.op("Selu", x, alpha=alpha, gamma=scale)
+    if scale == 1 and input_scale * alpha == 1:
+        return g.op("Celu", x, alpha=alpha)
+    exp = g.op("Exp", g.op("Mul", x, g.tensor(input_scale, x)))
+    negative = g.op("Mul", g.op("Sub", exp, g.tensor(1, x)), g.tensor(alpha * scale, x))
+    positive = g.op("Greater", x, g.tensor(0, x))
+    return g.op("Where", positive, g.op("Mul", x, g.tensor(scale, x)), negative)
+
+
+def _nan_to_num_onnx(g, x, *, nan=0.0, posinf=None, neginf=None):
+    dtype = g.meta(x).dtype
+    if not dtype.is_floating_point:
+        return g.op("Identity", x)
+    info = ml_dtypes.finfo(dtype.np)
+    out = g.op("Where", g.op("IsNaN", x), g.tensor(nan, x), x)
+    high = info.max if posinf is None else posinf
+    out = g.op("Where", g.op("IsInf", x, detect_negative=0), g.tensor(high, x), out)
+    low = info.min if neginf is None else neginf
+    return g.op("Where", g.op("IsInf", x, detect_positive=0), g.tensor(low, x), out)
+
+
+def _bitwise_not_onnx(g, x):
+    if g.meta(x).dtype is dtypes.bool_:
+        return g.op("Not", x)
+    opset_at_least(g, 18, "bitwise_not of integers")
+    return g.op("BitwiseNot", x)
+
+
+def _sign_onnx(g, x):
+    dtype = g.meta(x).dtype
+    if dtype is dtypes.bool_:
+        return x
+    sign = g.op("Sign", x)
+    if not dtype.is_floating_point:
+        return sign
+    # NOTE: (x > 0) - (x < 0), as PyTorch: 0 for nan, where ONNX's Sign gives nan
+    return g.op("Where", g.op("IsNaN", x), g.tensor(0, x), sign)
+
+
+def _prelu_onnx(g, x, w):
+    shape = _prelu_weight_shape(len(g.meta(x).shape), math.prod(g.meta(w).shape))
+    return g.op("PRelu", x, g.op("Reshape", w, g.ints(shape)))
+
+
 # -- arithmetic -----------------------------------------------------------------------------
 _neg = _unary(
     "neg",
@@ -255,6 +368,7 @@ _neg = _unary(
     accepts="number_or_complex",
     partial="linear",
     scalar=_number_rule(lambda g, x: f"-{x}"),
+    onnx=onnx_unary("Neg"),
 )
 
 
@@ -273,6 +387,7 @@ _abs = defop(
     saves=("input",),
     elementwise=True,
     scalar=_number_rule(lambda g, x: f"abs({x})"),
+    onnx=onnx_unary("Abs"),
 )
 
 
@@ -291,6 +406,7 @@ _square = defop(
     saves=("input",),
     elementwise=True,
     scalar=_number_rule(lambda g, x: f"{x} * {x}"),
+    onnx=_square_onnx,
 )
 _reciprocal = _math(
     "reciprocal",
@@ -298,6 +414,7 @@ _reciprocal = _math(
     lambda ctx, gy: (-(gy * ctx.out * ctx.out),),
     ("out",),
     _float_rule(lambda g, x: f"{g.c(1)} / {x}"),
+    onnx=onnx_unary("Reciprocal"),
 )
 
 
@@ -326,26 +443,54 @@ absolute = abs
 
 
 # -- exponentials, logarithms, roots ------------------------------------------------------
-_exp = _math("exp", np.exp, lambda ctx, gy: (gy * ctx.out,), ("out",))
+_exp = _math("exp", np.exp, lambda ctx, gy: (gy * ctx.out,), ("out",), onnx=onnx_unary("Exp"))
 _exp2 = _math(
     "exp2",
     np.exp2,
     lambda ctx, gy: (gy * ctx.out * _LN2,),
     ("out",),
     _float_rule(lambda g, x: f"{g.c(2)} ** {x}"),
+    onnx=lambda g, x: g.op("Pow", g.tensor(2, x), x),
 )
-_expm1 = _math("expm1", np.expm1, lambda ctx, gy: (gy * (ctx.out + 1),), ("out",))
-_log = _math("log", np.log, lambda ctx, gy: (gy / ctx.input,), ("input",))
-_log2 = _math("log2", np.log2, lambda ctx, gy: (gy / (ctx.input * _LN2),), ("input",))
-_log10 = _math("log10", np.log10, lambda ctx, gy: (gy / (ctx.input * _LN10),), ("input",))
-_log1p = _math("log1p", np.log1p, lambda ctx, gy: (gy / (ctx.input + 1),), ("input",))
-_sqrt = _math("sqrt", np.sqrt, lambda ctx, gy: (gy / (ctx.out * 2),), ("out",))
+_expm1 = _math(
+    "expm1",
+    np.expm1,
+    lambda ctx, gy: (gy * (ctx.out + 1),),
+    ("out",),
+    onnx=lambda g, x: g.op("Sub", g.op("Exp", x), g.tensor(1, x)),
+)
+_log = _math("log", np.log, lambda ctx, gy: (gy / ctx.input,), ("input",), onnx=onnx_unary("Log"))
+_log2 = _math(
+    "log2",
+    np.log2,
+    lambda ctx, gy: (gy / (ctx.input * _LN2),),
+    ("input",),
+    onnx=_scaled_log(1 / _LN2),
+)
+_log10 = _math(
+    "log10",
+    np.log10,
+    lambda ctx, gy: (gy / (ctx.input * _LN10),),
+    ("input",),
+    onnx=_scaled_log(1 / _LN10),
+)
+_log1p = _math(
+    "log1p",
+    np.log1p,
+    lambda ctx, gy: (gy / (ctx.input + 1),),
+    ("input",),
+    onnx=lambda g, x: g.op("Log", g.op("Add", x, g.tensor(1, x))),
+)
+_sqrt = _math(
+    "sqrt", np.sqrt, lambda ctx, gy: (gy / (ctx.out * 2),), ("out",), onnx=onnx_unary("Sqrt")
+)
 _rsqrt = _math(
     "rsqrt",
     lambda x: np.reciprocal(np.sqrt(x)),
     lambda ctx, gy: (gy * ctx.out * ctx.out * ctx.out * -0.5,),
     ("out",),
     _float_rule(lambda g, x: f"{g.c(1)} / {g.call('sqrt', x)}"),
+    onnx=lambda g, x: g.op("Reciprocal", g.op("Sqrt", x)),
 )
 
 
@@ -399,33 +544,69 @@ def _one_minus_square(x):
     return 1 - x * x
 
 
-_sin = _math("sin", np.sin, lambda ctx, gy: (gy * cos(ctx.input),), ("input",))
-_cos = _math("cos", np.cos, lambda ctx, gy: (-(gy * sin(ctx.input)),), ("input",))
-_tan = _math("tan", np.tan, lambda ctx, gy: (gy * (ctx.out * ctx.out + 1),), ("out",))
+_sin = _math(
+    "sin", np.sin, lambda ctx, gy: (gy * cos(ctx.input),), ("input",), onnx=onnx_unary("Sin")
+)
+_cos = _math(
+    "cos", np.cos, lambda ctx, gy: (-(gy * sin(ctx.input)),), ("input",), onnx=onnx_unary("Cos")
+)
+_tan = _math(
+    "tan", np.tan, lambda ctx, gy: (gy * (ctx.out * ctx.out + 1),), ("out",), onnx=onnx_unary("Tan")
+)
 _asin = _math(
     "asin",
     np.arcsin,
     lambda ctx, gy: (gy * rsqrt(_one_minus_square(ctx.input)),),
     ("input",),
+    onnx=onnx_unary("Asin"),
 )
 _acos = _math(
     "acos",
     np.arccos,
     lambda ctx, gy: (-(gy * rsqrt(_one_minus_square(ctx.input))),),
     ("input",),
+    onnx=onnx_unary("Acos"),
 )
-_atan = _math("atan", np.arctan, lambda ctx, gy: (gy / (ctx.input * ctx.input + 1),), ("input",))
-_sinh = _math("sinh", np.sinh, lambda ctx, gy: (gy * cosh(ctx.input),), ("input",))
-_cosh = _math("cosh", np.cosh, lambda ctx, gy: (gy * sinh(ctx.input),), ("input",))
-_tanh = _math("tanh", np.tanh, lambda ctx, gy: (gy * _one_minus_square(ctx.out),), ("out",))
+_atan = _math(
+    "atan",
+    np.arctan,
+    lambda ctx, gy: (gy / (ctx.input * ctx.input + 1),),
+    ("input",),
+    onnx=onnx_unary("Atan"),
+)
+_sinh = _math(
+    "sinh", np.sinh, lambda ctx, gy: (gy * cosh(ctx.input),), ("input",), onnx=onnx_unary("Sinh")
+)
+_cosh = _math(
+    "cosh", np.cosh, lambda ctx, gy: (gy * sinh(ctx.input),), ("input",), onnx=onnx_unary("Cosh")
+)
+_tanh = _math(
+    "tanh",
+    np.tanh,
+    lambda ctx, gy: (gy * _one_minus_square(ctx.out),),
+    ("out",),
+    onnx=onnx_unary("Tanh"),
+)
 _asinh = _math(
-    "asinh", np.arcsinh, lambda ctx, gy: (gy * rsqrt(ctx.input * ctx.input + 1),), ("input",)
+    "asinh",
+    np.arcsinh,
+    lambda ctx, gy: (gy * rsqrt(ctx.input * ctx.input + 1),),
+    ("input",),
+    onnx=onnx_unary("Asinh"),
 )
 _acosh = _math(
-    "acosh", np.arccosh, lambda ctx, gy: (gy * rsqrt(ctx.input * ctx.input - 1),), ("input",)
+    "acosh",
+    np.arccosh,
+    lambda ctx, gy: (gy * rsqrt(ctx.input * ctx.input - 1),),
+    ("input",),
+    onnx=onnx_unary("Acosh"),
 )
 _atanh = _math(
-    "atanh", np.arctanh, lambda ctx, gy: (gy / _one_minus_square(ctx.input),), ("input",)
+    "atanh",
+    np.arctanh,
+    lambda ctx, gy: (gy / _one_minus_square(ctx.input),),
+    ("input",),
+    onnx=onnx_unary("Atanh"),
 )
 
 
@@ -506,6 +687,7 @@ _sigmoid = _math(
     ("out",),
     _float_rule(lambda g, x: f"{g.c(1)} / ({g.c(1)} + {g.call('exp', f'-{x}')})"),
     complex_fn=lambda z: 1 / (1 + np.exp(-z)),  # expit has no complex loop
+    onnx=onnx_unary("Sigmoid"),
 )
 _erf = _math(
     "erf",
@@ -513,6 +695,7 @@ _erf = _math(
     lambda ctx, gy: (gy * exp(-ctx.input * ctx.input) * _2_OVER_SQRT_PI,),
     ("input",),
     complex_fn=None,
+    onnx=onnx_unary("Erf"),
 )
 _erfc = _math(
     "erfc",
@@ -520,6 +703,7 @@ _erfc = _math(
     lambda ctx, gy: (gy * exp(-ctx.input * ctx.input) * -_2_OVER_SQRT_PI,),
     ("input",),
     complex_fn=None,
+    onnx=lambda g, x: g.op("Sub", g.tensor(1, x), g.op("Erf", x)),
 )
 _erfinv = _math(
     "erfinv",
@@ -603,6 +787,7 @@ _floor = _unary(
     grad=_zero_grad,
     accepts="number",
     scalar=lambda g, x: f"np.floor({x})" if g.floating else x,
+    onnx=_whole_or("Floor"),
 )
 _ceil = _unary(
     "ceil",
@@ -610,6 +795,7 @@ _ceil = _unary(
     grad=_zero_grad,
     accepts="number",
     scalar=lambda g, x: f"np.ceil({x})" if g.floating else x,
+    onnx=_whole_or("Ceil"),
 )
 _trunc = _unary(
     "trunc",
@@ -617,6 +803,7 @@ _trunc = _unary(
     grad=_zero_grad,
     accepts="number",
     scalar=lambda g, x: f"np.trunc({x})" if g.floating else x,
+    onnx=lambda g, x: _trunc_onnx(g, x) if g.meta(x).dtype.is_floating_point else x,
 )
 _round = defop(
     "round",
@@ -626,6 +813,7 @@ _round = defop(
     kernels={"cpu": dtype_checked("round", "number", _round_kernel)},
     grad=_zero_grad,
     elementwise=True,
+    onnx=_round_onnx,
 )
 _sign = _unary(
     "sign",
@@ -636,6 +824,7 @@ _sign = _unary(
         if g.dtype.kind == "b"
         else f"({g.c(1)} if {x} > {g.c(0)} else ({g.c(-1)} if {x} < {g.c(0)} else {g.c(0)}))"
     ),
+    onnx=_sign_onnx,
 )
 _frac = _unary(
     "frac",
@@ -643,6 +832,7 @@ _frac = _unary(
     grad=lambda ctx, gy: (gy,),
     accepts="float",
     scalar=_float_rule(lambda g, x: f"{x} - np.trunc({x})"),
+    onnx=lambda g, x: g.op("Sub", x, _trunc_onnx(g, x)),
 )
 
 
@@ -733,6 +923,7 @@ _clamp = defop(
     promote="common",
     elementwise=True,
     scalar=_number_rule(_clamp_scalar),
+    onnx=_clamp_onnx,
 )
 
 
@@ -788,13 +979,14 @@ def _nan_to_num_scalar(g, x, *, nan=0.0, posinf=None, neginf=None):
     )
 
 
-def _predicate(name, kernel, rule):
+def _predicate(name, kernel, rule, onnx):
     return _unary(
         name,
         kernel,
         out_dtype=dtypes.bool_,
         differentiable=False,
         scalar=lambda g, x: rule(g, x) if g.floating else g.c(name == "isfinite", np.bool_),
+        onnx=onnx,
     )
 
 
@@ -804,18 +996,38 @@ _nan_to_num = _unary(
     grad=lambda ctx, gy: (gy * isfinite(ctx.input),),
     saves=("input",),
     scalar=_nan_to_num_scalar,
+    onnx=_nan_to_num_onnx,
 )
-_isnan = _predicate("isnan", np.isnan, lambda g, x: f"{x} != {x}")
-_isinf = _predicate("isinf", np.isinf, lambda g, x: f"abs({x}) == {g.c(math.inf)}")
-_isfinite = _predicate("isfinite", np.isfinite, lambda g, x: f"abs({x}) < {g.c(math.inf)}")
+_isnan = _predicate(
+    "isnan", np.isnan, lambda g, x: f"{x} != {x}", _float_test(lambda g, x: g.op("IsNaN", x))
+)
+_isinf = _predicate(
+    "isinf",
+    np.isinf,
+    lambda g, x: f"abs({x}) == {g.c(math.inf)}",
+    _float_test(lambda g, x: g.op("IsInf", x)),
+)
+_isfinite = _predicate(
+    "isfinite",
+    np.isfinite,
+    lambda g, x: f"abs({x}) < {g.c(math.inf)}",
+    _float_test(lambda g, x: g.op("Not", g.op("Or", g.op("IsNaN", x), g.op("IsInf", x))), True),
+)
 _logical_not = _unary(
     "logical_not",
     np.logical_not,
     out_dtype=dtypes.bool_,
     differentiable=False,
     scalar=lambda g, x: f"not {g.truth(x, 0)}",
+    onnx=lambda g, x: g.op("Not", as_bool(g, x)),
 )
-_bitwise_not = _unary("bitwise_not", np.invert, accepts="integral", differentiable=False)
+_bitwise_not = _unary(
+    "bitwise_not",
+    np.invert,
+    accepts="integral",
+    differentiable=False,
+    onnx=_bitwise_not_onnx,
+)
 
 
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
@@ -861,6 +1073,7 @@ _relu = _unary(
     saves=("out",),
     accepts="number",
     scalar=_number_rule(lambda g, x: g.max(x, g.c(0))),
+    onnx=onnx_unary("Relu"),
 )
 
 
@@ -894,6 +1107,7 @@ _elu = _unary(
     saves=("input",),
     accepts="float",
     scalar=_float_rule(_elu_scalar),
+    onnx=_elu_onnx,
 )
 
 
@@ -936,6 +1150,9 @@ _threshold = _unary(
     scalar=_number_rule(
         lambda g, x, *, threshold, value: f"({g.c(value)} if {x} <= {g.c(threshold)} else {x})"
     ),
+    onnx=lambda g, x, *, threshold, value: g.op(
+        "Where", g.op("LessOrEqual", x, g.tensor(threshold, x)), g.tensor(value, x), x
+    ),
 )
 
 
@@ -964,6 +1181,7 @@ _hardshrink = _unary(
             f"({g.c(0)} if ({x} >= {g.c(-lambd)}) & ({x} <= {g.c(lambd)}) else {x})"
         )
     ),
+    onnx=lambda g, x, *, lambd: g.op("Shrink", x, lambd=lambd),
 )
 
 
@@ -1047,6 +1265,7 @@ _prelu = defop(
     kernels={"cpu": _prelu_kernel},
     grad=_prelu_grad,
     saves=("input", "weight"),
+    onnx=_prelu_onnx,
 )
 
 

@@ -13,6 +13,7 @@ import copy
 import math
 from collections.abc import Callable
 
+from ...compiler.lazy import is_lazy
 from ...framework.errors import ShapeError, TideflowError
 from ...framework.tensor import Tensor
 from ...ops.creation import full
@@ -60,7 +61,11 @@ def _detect_is_causal_mask(mask, is_causal: bool | None, size: int | None) -> bo
         return is_causal is True
     sz = size if size is not None else mask.shape[-2]
     causal = _generate_square_subsequent_mask(sz, device=mask.device, dtype=mask.dtype)
-    return tuple(mask.shape) == (sz, sz) and bool((mask == causal).all())
+    # NOTE: traced in a graph (or an ONNX export) the values are unknown; the mask is applied
+    # either way, the fast causal path only skips it
+    if tuple(mask.shape) != (sz, sz) or is_lazy(mask) or is_lazy(causal):
+        return False
+    return bool((mask == causal).all())
 
 
 def _clones(module: Module, n: int) -> ModuleList:

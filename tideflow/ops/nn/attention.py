@@ -198,6 +198,19 @@ def _composite_backward(grad_out, q, k, v, scale: float, is_causal: bool):
     )
 
 
+def _attention_onnx(g, q, k, v, *, scale, is_causal):
+    """softmax(q k^T scale, causal keys masked) v, and the probabilities."""
+    n = len(g.meta(k).shape)
+    keys_t = g.op("Transpose", k, perm=[*range(n - 2), n - 1, n - 2])
+    scores = g.op("MatMul", g.op("Mul", q, g.tensor(scale, q)), keys_t)
+    if is_causal:  # keys after each query row, from the scores' own shape
+        ones = g.op("Expand", g.tensor(1, q), g.op("Shape", scores))
+        later = g.cast(g.op("Trilu", ones, g.ints(1), upper=1), dtypes.bool_)
+        scores = g.op("Where", later, g.tensor(-np.inf, q), scores)
+    probs = g.op("Softmax", scores, axis=-1)
+    return g.op("MatMul", probs, v), probs
+
+
 _attention = defop(
     "attention",
     inputs=("query", "key", "value"),
@@ -208,6 +221,7 @@ _attention = defop(
     saves=("query", "key", "value", "out1"),
     n_out=2,
     state_outputs=(1,),  # the probabilities, for the backward op
+    onnx=_attention_onnx,
 )
 
 

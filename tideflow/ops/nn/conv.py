@@ -398,6 +398,20 @@ def _weight_grad_sbp(x: Meta, g: Meta, *, groups, **_) -> list[Signature]:
     return sigs
 
 
+def _conv_onnx(g, x, w, b, *, stride, padding, dilation, groups):
+    pads = [lo for lo, _ in padding] + [hi for _, hi in padding]
+    attrs = {"strides": list(stride), "dilations": list(dilation), "group": groups}
+    return g.op("Conv", x, w, b, pads=pads, **attrs)
+
+
+def _conv_transpose_onnx(g, x, w, b, *, stride, padding, dilation, groups):
+    # NOTE: a negative crop at the end is PyTorch's output_padding: zeros past the last window
+    pads = [lo for lo, _ in padding] + [max(hi, 0) for _, hi in padding]
+    extra = [max(-hi, 0) for _, hi in padding]
+    attrs = {"strides": list(stride), "dilations": list(dilation), "group": groups}
+    return g.op("ConvTranspose", x, w, b, pads=pads, output_padding=extra, **attrs)
+
+
 _conv = defop(
     "conv",
     inputs=("input", "weight", "bias"),
@@ -406,6 +420,7 @@ _conv = defop(
     kernels={"cpu": _conv_kernel},
     grad=_conv_grad,
     saves=("input", "weight"),
+    onnx=_conv_onnx,
 )
 _conv_transpose = defop(
     "conv_transpose",
@@ -415,6 +430,7 @@ _conv_transpose = defop(
     kernels={"cpu": _conv_transpose_kernel},
     grad=_conv_transpose_grad,
     saves=("input", "weight"),
+    onnx=_conv_transpose_onnx,
 )
 _weight_grad = defop(
     "conv_weight_grad",

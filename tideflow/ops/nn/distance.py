@@ -102,6 +102,9 @@ _one_hot = defop(
     sbp=_one_hot_sbp,
     kernels={"cpu": _one_hot_kernel},
     differentiable=False,
+    onnx=lambda g, x, *, num_classes: g.op(
+        "OneHot", x, g.ints(num_classes), g.ints([0, 1]), axis=-1
+    ),
 )
 
 

@@ -70,6 +70,11 @@ def _embedding_grad(ctx, gy):
     return None, gw, None
 
 
+def _embedding_onnx(g, idx, w, grad_scale):
+    # NOTE: grad_scale weighs the gradient only
+    return g.op("Gather", w, idx, axis=0)
+
+
 _embedding = defop(
     "embedding",
     inputs=("input", "weight", "grad_scale"),
@@ -78,6 +83,7 @@ _embedding = defop(
     kernels={"cpu": _embedding_kernel},
     grad=_embedding_grad,
     saves=("input", "grad_scale"),
+    onnx=_embedding_onnx,
 )
 
 
@@ -143,6 +149,19 @@ def _scale_kernel(idx, *, padding_idx, scale_grad_by_freq, dtype):
     return scale[..., None]
 
 
+def _scale_onnx(g, idx, *, padding_idx, scale_grad_by_freq, dtype):
+    shape = g.meta(idx).shape
+    scale = g.cast(g.op("Equal", idx, idx), dtype)  # ones
+    if scale_grad_by_freq:
+        _, _, inverse, counts = g.op("Unique", idx, sorted=1, outputs=4)
+        count = g.op("Reshape", g.op("Gather", counts, inverse), g.ints(list(shape)))
+        scale = g.op("Div", scale, g.cast(count, dtype))
+    if padding_idx is not None:
+        kept = g.op("Not", g.op("Equal", idx, g.tensor(padding_idx, idx)))
+        scale = g.op("Mul", scale, g.cast(kept, dtype))
+    return g.op("Unsqueeze", scale, g.ints([-1]))
+
+
 def _scale_sbp(idx: Meta, *, scale_grad_by_freq, **_) -> list[Signature]:
     whole = [Signature((B,), (B,))]
     if scale_grad_by_freq:  # counts over every lookup
@@ -157,6 +176,7 @@ _embedding_grad_scale = defop(
     sbp=_scale_sbp,
     kernels={"cpu": _scale_kernel},
     differentiable=False,
+    onnx=_scale_onnx,
 )
 
 

@@ -124,6 +124,16 @@ def _linear_grad(ctx, gy):
     return gx, gw, (gy if need_b else None)
 
 
+def _linear_onnx(g, x, w, b):
+    if len(g.meta(w).shape) == 1:  # x @ w: one output feature, dropped
+        y = g.op("MatMul", x, w)
+        return y if b is None else g.op("Add", y, b)
+    if len(g.meta(x).shape) == 2:
+        return g.op("Gemm", x, w, b, transB=1)
+    y = g.op("MatMul", x, g.op("Transpose", w, perm=[1, 0]))
+    return y if b is None else g.op("Add", y, b)
+
+
 _linear = defop(
     "linear",
     inputs=("input", "weight", "bias"),
@@ -132,6 +142,7 @@ _linear = defop(
     kernels={"cpu": _linear_kernel},
     grad=holomorphic(_linear_grad),
     saves=("input", "weight"),
+    onnx=_linear_onnx,
 )
 
 

@@ -18,6 +18,7 @@ from ...framework.errors import DTypeError, ShapeError, TensorIndexError, Tidefl
 from ...framework.node import is_float
 from ...framework.tensor import Tensor
 from .. import activation, binary, creation
+from .._onnx_rules import reduce
 from .._rules import (
     B,
     Meta,
@@ -201,6 +202,27 @@ def _nll_loss_grad(ctx, gy, _gtotal):
     return gx, None, None
 
 
+def _nll_loss_onnx(g, x, t, w, *, reduction, ignore_index):
+    """The input's entry at each target's class, weighted: from GatherElements (OpenVINO
+    has no NegativeLogLikelihoodLoss)."""
+    axis = _class_axis(len(g.meta(t).shape))
+    t = g.cast(t, dtypes.int64)
+    kept = g.op("Not", g.op("Equal", t, g.tensor(ignore_index, t)))
+    safe = g.op("Where", kept, t, g.tensor(0, t))  # ignored targets read class 0, weigh 0
+    at = g.op("Unsqueeze", safe, g.ints([axis]))
+    picked = g.op("Squeeze", g.op("GatherElements", x, at, axis=axis), g.ints([axis]))
+    weights = g.cast(kept, g.out[1].dtype)
+    if w is not None:  # the weight of each kept target's class
+        weights = g.op("Mul", weights, g.op("Gather", w, safe, axis=0))
+    loss = g.op("Neg", g.op("Mul", picked, weights))
+    total = reduce(g, "ReduceSum", weights, None, False)
+    if reduction == "sum":
+        loss = reduce(g, "ReduceSum", loss, None, False)
+    elif reduction == "mean":
+        loss = g.op("Div", reduce(g, "ReduceSum", loss, None, False), total)
+    return loss, total
+
+
 _nll_loss = defop(
     "nll_loss",
     inputs=("input", "target", "weight"),
@@ -210,6 +232,7 @@ _nll_loss = defop(
     grad=_nll_loss_grad,
     saves=("target", "weight", "out1"),
     n_out=2,
+    onnx=_nll_loss_onnx,
 )
 
 
@@ -422,6 +445,13 @@ def _bce_grad(ctx, gy):
     return gx, gt
 
 
+def _bce_onnx(g, x, t):
+    floor = g.tensor(-100, x)
+    log_x = g.op("Max", g.op("Log", x), floor)
+    log_1mx = g.op("Max", g.op("Log", g.op("Sub", g.tensor(1, x), x)), floor)
+    return g.op("Sub", g.op("Mul", g.op("Sub", t, g.tensor(1, x)), log_1mx), g.op("Mul", t, log_x))
+
+
 _binary_cross_entropy = defop(
     "binary_cross_entropy",
     inputs=("input", "target"),
@@ -430,6 +460,7 @@ _binary_cross_entropy = defop(
     kernels={"cpu": _bce_kernel},
     grad=_bce_grad,
     saves=("input", "target"),
+    onnx=_bce_onnx,
 )
 
 
@@ -495,6 +526,14 @@ def _bce_logits_grad(ctx, gy):
     return gx, gt, gpw
 
 
+def _bce_logits_onnx(g, x, t, pw):
+    log_sig = g.op("Neg", g.op("Softplus", g.op("Neg", x)))
+    if pw is not None:
+        one = g.tensor(1, x)
+        log_sig = g.op("Mul", log_sig, g.op("Add", g.op("Mul", g.op("Sub", pw, one), t), one))
+    return g.op("Sub", g.op("Mul", g.op("Sub", g.tensor(1, x), t), x), log_sig)
+
+
 _binary_cross_entropy_with_logits = defop(
     "binary_cross_entropy_with_logits",
     inputs=("input", "target", "pos_weight"),
@@ -503,6 +542,7 @@ _binary_cross_entropy_with_logits = defop(
     kernels={"cpu": _bce_logits_kernel},
     grad=_bce_logits_grad,
     saves=("input", "target", "pos_weight"),
+    onnx=_bce_logits_onnx,
 )
 
 

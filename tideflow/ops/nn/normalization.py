@@ -19,6 +19,7 @@ from ...framework.errors import DTypeError, ShapeError, TideflowError
 from ...framework.grad_mode import no_grad
 from ...framework.node import is_float
 from ...framework.tensor import Tensor
+from .._onnx_rules import reduce
 from .._rules import B, Meta, P, S, Signature, checked, defop, dispatch
 from .padding import pad
 from .pooling import avg_pool2d, avg_pool3d
@@ -110,6 +111,30 @@ def _layer_norm_sbp(x: Meta, w, b, *, normalized_shape, eps) -> list[Signature]:
     return _split_batch(len(x.shape) - len(normalized_shape), 3, (w, b))
 
 
+def _normalized_onnx(g, x: str, axes: list, eps: float, centered: bool) -> tuple:
+    """(x - mean) * rstd (x * rstd when not centered) over `axes`, and the mean, the (biased)
+    variance and rstd, keeping the reduced dims, from ONNX's reductions."""
+    mean = reduce(g, "ReduceMean", x, axes, True) if centered else None
+    xc = g.op("Sub", x, mean) if centered else x
+    var = reduce(g, "ReduceMean", g.op("Mul", xc, xc), axes, True)
+    rstd = g.op("Reciprocal", g.op("Sqrt", g.op("Add", var, g.tensor(eps, x))))
+    return g.op("Mul", xc, rstd), mean, var, rstd
+
+
+def _layer_norm_onnx(g, x, w, b, *, normalized_shape, eps):
+    k = len(normalized_shape)
+    if g.opset >= 17:
+        w = w or g.constant(np.ones(normalized_shape), g.meta(x).dtype)
+        return g.op("LayerNormalization", x, w, b, axis=-k, epsilon=eps, outputs=3)
+    ndim = len(g.meta(x).shape)
+    y, mean, _, rstd = _normalized_onnx(g, x, list(range(ndim - k, ndim)), eps, True)
+    if w is not None:
+        y = g.op("Mul", y, w)
+    if b is not None:
+        y = g.op("Add", y, b)
+    return y, mean, rstd
+
+
 def _layer_norm_kernel(x, w, b, *, normalized_shape, eps):
     k = len(normalized_shape)
     reject_unless(
@@ -146,6 +171,7 @@ _layer_norm = defop(
     grad=_layer_norm_grad,
     saves=("input", "weight", "out1", "out2"),
     n_out=3,
+    onnx=_layer_norm_onnx,
 )
 
 
@@ -328,6 +354,15 @@ def _rms_eps(x: np.ndarray, eps):
     return np.finfo(compute_dtype(x)).eps if eps is None else eps
 
 
+def _rms_norm_onnx(g, x, w, *, normalized_shape, eps):
+    ndim = len(g.meta(x).shape)
+    if eps is None:
+        eps = float(np.finfo(compute_dtype(np.empty(0, g.meta(x).dtype.np))).eps)
+    axes = list(range(ndim - len(normalized_shape), ndim))
+    y, _, _, rstd = _normalized_onnx(g, x, axes, eps, False)
+    return (y if w is None else g.op("Mul", y, w)), rstd
+
+
 def _rms_norm_kernel(x, w, *, normalized_shape, eps):
     k = len(normalized_shape)
     reject_unless(
@@ -364,6 +399,7 @@ _rms_norm = defop(
     grad=_rms_norm_grad,
     saves=("input", "weight", "out1"),
     n_out=2,
+    onnx=_rms_norm_onnx,
 )
 
 
@@ -421,6 +457,30 @@ def _batch_norm_kernel(x, w, b, rm, rv, *, training, eps):
     return _affine(xhat, w, b, shape).astype(x.dtype, copy=False), mean, var
 
 
+def _batch_norm_onnx(g, x, w, b, rm, rv, *, training, eps):
+    ndim = len(g.meta(x).shape)
+    channels = g.meta(x).shape[1]
+    dtype = g.meta(x).dtype
+    if not training and ndim > 2:
+        w = w or g.constant(np.ones(channels), dtype)
+        b = b or g.constant(np.zeros(channels), dtype)
+        return g.op("BatchNormalization", x, w, b, rm, rv, epsilon=eps), rm, rv
+    shape = g.ints(_channel_shape(ndim, channels))
+    axes = [0, *range(2, ndim)]
+    if training:
+        y, mean, var, _ = _normalized_onnx(g, x, axes, eps, True)
+        mean, var = (g.op("Reshape", v, g.ints([channels])) for v in (mean, var))
+    else:  # (N, C): BatchNormalization wants spatial dims
+        mean, var = rm, rv
+        rstd = g.op("Reciprocal", g.op("Sqrt", g.op("Add", rv, g.tensor(eps, x))))
+        y = g.op("Mul", g.op("Sub", x, g.op("Reshape", rm, shape)), g.op("Reshape", rstd, shape))
+    if w is not None:
+        y = g.op("Mul", y, g.op("Reshape", w, shape))
+    if b is not None:
+        y = g.op("Add", y, g.op("Reshape", b, shape))
+    return y, mean, var
+
+
 def _batch_norm_grad(ctx, gy, gmean, gvar):
     need_x, need_w, need_b = ctx.needs_input_grad[:3]
     x, w = ctx.input, ctx.weight
@@ -456,6 +516,7 @@ _batch_norm = defop(
     grad=_batch_norm_grad,
     saves=("input", "weight", "out1", "out2"),
     n_out=3,
+    onnx=_batch_norm_onnx,
 )
 
 

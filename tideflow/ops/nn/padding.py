@@ -13,6 +13,7 @@ import numpy as np
 
 from ...framework.errors import ShapeError
 from ...framework.tensor import Tensor
+from .._onnx_rules import INT64_MAX
 from .._rules import B, Meta, P, S, Signature, checked, defop, dispatch
 from .sampling import make_taps, resample
 
@@ -76,6 +77,22 @@ def _constant_pad_sbp(x: Meta, *, pad, value) -> list[Signature]:
     return sigs
 
 
+def _constant_pad_onnx(g, x, *, pad, value):
+    if not any(lo or hi for lo, hi in pad):
+        return g.op("Identity", x)  # onnxruntime pads no 0-d tensor, even by nothing
+    ndim = len(g.meta(x).shape)
+    first = ndim - len(pad)
+    crops = [(d, max(-lo, 0), max(-hi, 0)) for d, (lo, hi) in enumerate(pad, first)]
+    crops = [c for c in crops if c[1] or c[2]]
+    if crops:  # negative amounts crop: a Slice (onnxruntime's Pad takes no negative pads)
+        starts = g.ints([lo for _, lo, _ in crops])
+        ends = g.ints([-hi if hi else INT64_MAX for _, _, hi in crops])
+        x = g.op("Slice", x, starts, ends, g.ints([d for d, _, _ in crops]))
+    lead = [0] * first
+    pads = [*lead, *(max(lo, 0) for lo, _ in pad), *lead, *(max(hi, 0) for _, hi in pad)]
+    return g.op("Pad", x, g.ints(pads), g.tensor(value, g.out[0].dtype), mode="constant")
+
+
 _constant_pad = defop(
     "constant_pad",
     inputs=("input",),
@@ -87,6 +104,7 @@ _constant_pad = defop(
             _constant_pad, (gy,), {"pad": tuple((-lo, -hi) for lo, hi in ctx.pad), "value": 0}
         ),
     ),
+    onnx=_constant_pad_onnx,
 )
 
 

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ...framework import dtype as dtypes
-from ...framework.errors import ArgumentError, DTypeError, ShapeError
+from ...framework.errors import ArgumentError, DTypeError, ShapeError, UnsupportedError
 from .. import indexing, unary
 from .._rules import B, Meta, P, S, Signature, defop, dispatch, int_arg, tensor_arg
 from .conv import ntuple
@@ -203,6 +203,46 @@ def _adaptive_max_kernel(x, *, output_size):
     return _window_max(x, _adaptive_max_table(spatial, output_size), output_size)
 
 
+def _pooled(g, x: str, nd: int, **attributes) -> tuple[str, str]:
+    """ONNX's MaxPool over the last `nd` dims of `x`, whatever its leading dims (MaxPool
+    takes (N, C, *spatial)), and the indices within each plane, as ours count."""
+    shape = g.meta(x).shape
+    lead = len(shape) - nd
+    if lead != 2:  # the leading dims as one channel dim of one batch
+        x = g.op("Reshape", x, g.ints([1, -1, *shape[lead:]]))
+    y, flat = g.op("MaxPool", x, outputs=2, **attributes)
+    plane = g.op("Mod", flat, g.ints(math.prod(shape[lead:])))
+    if lead == 2:
+        return y, plane
+    out = g.ints([*shape[:lead], *g.out[0].shape[lead:]])
+    return g.op("Reshape", y, out), g.op("Reshape", plane, out)
+
+
+def _max_pool_onnx(g, x, *, kernel_size, stride, padding, dilation, ceil_mode):
+    return _pooled(
+        g,
+        x,
+        len(kernel_size),
+        kernel_shape=list(kernel_size),
+        strides=list(stride),
+        pads=[*padding, *padding],
+        dilations=list(dilation),
+        ceil_mode=int(ceil_mode),
+    )
+
+
+def _adaptive_max_pool_onnx(g, x, *, output_size):
+    nd = len(output_size)
+    spatial = g.meta(x).shape[-nd:]
+    if any(o == 0 or n % o for n, o in zip(spatial, output_size, strict=True)):
+        raise UnsupportedError(
+            f"onnx.export: adaptive_max_pool{nd}d to {list(output_size)} from {list(spatial)}: "
+            "ONNX pools windows of one size, which needs sizes that divide the input's"
+        )
+    windows = [n // o for n, o in zip(spatial, output_size, strict=True)]
+    return _pooled(g, x, nd, kernel_shape=windows, strides=windows)
+
+
 _max_pool = defop(
     "max_pool",
     inputs=("input",),
@@ -212,6 +252,7 @@ _max_pool = defop(
     grad=_max_pool_grad("kernel_size"),
     saves=("out1",),
     n_out=2,
+    onnx=_max_pool_onnx,
 )
 _adaptive_max_pool = defop(
     "adaptive_max_pool",
@@ -222,6 +263,7 @@ _adaptive_max_pool = defop(
     grad=_max_pool_grad("output_size"),
     saves=("out1",),
     n_out=2,
+    onnx=_adaptive_max_pool_onnx,
 )
 
 

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import sparse
 
-from ...framework.errors import DTypeError, ShapeError
+from ...framework.errors import DTypeError, ShapeError, UnsupportedError
 from ...framework.tensor import Tensor
 from .._rules import B, Meta, P, S, Signature, checked, defop, dispatch, int_arg, tensor_arg
 
@@ -182,6 +182,32 @@ def _resample_sbp(x: Meta, *, taps) -> list[Signature]:
     return sigs
 
 
+def _resample_onnx(g, x, *, taps):
+    """Each resampled dim as a product with its taps' dense (out, in) matrix."""
+    dtype = g.meta(x).dtype
+    if not dtype.is_floating_point:
+        raise UnsupportedError(
+            f"onnx.export: resampling (interpolation, pooling, padding) of {dtype.name} "
+            "tensors: it lowers to matrix products, which ONNX runtimes compute on floats"
+        )
+    ndim = len(g.meta(x).shape)
+    for i in reversed(range(len(taps))):  # the last dim first, as the kernel
+        if taps[i] is None:
+            continue
+        matrix = _matrix(taps[i], np.float64).toarray()
+        axis = ndim - len(taps) + i
+        if axis == ndim - 1:
+            x = g.op("MatMul", x, g.constant(matrix.T, dtype))
+        elif axis == ndim - 2:
+            x = g.op("MatMul", g.constant(matrix, dtype), x)
+        else:
+            perm = [*range(axis), *range(axis + 1, ndim), axis]
+            moved = g.op("MatMul", g.op("Transpose", x, perm=perm), g.constant(matrix.T, dtype))
+            back = [*range(axis), ndim - 1, *range(axis, ndim - 1)]
+            x = g.op("Transpose", moved, perm=back)
+    return x
+
+
 _resample = defop(
     "resample",
     inputs=("input",),
@@ -189,6 +215,7 @@ _resample = defop(
     sbp=_resample_sbp,
     kernels={"cpu": lambda x, *, taps: _apply(x, taps, _gather)},
     grad=lambda ctx, gy: (resample_backward(gy, ctx.taps),),
+    onnx=_resample_onnx,
 )
 _resample_backward = defop(
     "resample_backward",

@@ -17,6 +17,7 @@ from ...framework.grad_mode import is_grad_enabled
 from ...framework.node import is_float
 from ...framework.tensor import Tensor
 from .. import creation
+from .._onnx_rules import reduce, scalar_of
 from .._rules import B, Meta, P, S, Signature, checked, defop, dispatch, methods, normalize_dim
 
 __all__ = ["softmax", "log_softmax", "softmin", "gumbel_softmax"]
@@ -246,6 +247,23 @@ def log_softmax_backward(grad_out, output, dim):
     )
 
 
+def _softmax_onnx(op_type: str):
+    def lower(g, x, *, dim):
+        if g.meta(x).shape:
+            return g.op(op_type, x, axis=dim)
+        # NOTE: ONNX's softmax needs a dim: a 0-d tensor's is a softmax over one element
+        return scalar_of(g, g.op(op_type, g.op("Reshape", x, g.ints([1])), axis=0))
+
+    return lower
+
+
+def _safe_softmax_onnx(g, x, *, dim):
+    """Softmax, and 0 on rows that are all -inf (ONNX's Softmax gives nan there)."""
+    top = reduce(g, "ReduceMax", x, [dim], True)
+    masked = g.op("Equal", top, g.tensor(-np.inf, x))
+    return g.op("Where", masked, g.tensor(0, x), _softmax_onnx("Softmax")(g, x, dim=dim))
+
+
 _softmax = defop(
     "softmax",
     inputs=("input",),
@@ -254,6 +272,7 @@ _softmax = defop(
     kernels={"cpu": _softmax_kernel},
     grad=_softmax_grad,
     saves=("out",),
+    onnx=_softmax_onnx("Softmax"),
 )
 # NOTE: PyTorch's `_safe_softmax`, for attention: fully masked rows give 0 (and 0 gradients).
 safe_softmax = defop(
@@ -264,6 +283,7 @@ safe_softmax = defop(
     kernels={"cpu": _safe_softmax_kernel},
     grad=_softmax_grad,
     saves=("out",),
+    onnx=_safe_softmax_onnx,
 )
 _log_softmax = defop(
     "log_softmax",
@@ -273,6 +293,7 @@ _log_softmax = defop(
     kernels={"cpu": _log_softmax_kernel},
     grad=_log_softmax_grad,
     saves=("out",),
+    onnx=_softmax_onnx("LogSoftmax"),
 )
 
 
