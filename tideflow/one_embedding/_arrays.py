@@ -41,7 +41,11 @@ class FileArrays:
         path = os.path.join(self.directory, name)
         with open(path, "w+b") as f:  # truncates what an earlier run left there
             f.truncate(nbytes)  # a sparse file: zeros that take no disk until written
+            # NOTE: keys land anywhere: no readahead around a fault (which would also fill
+            # the page cache with large folios, each mapped whole by the next touch)
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
             mapped = mmap.mmap(f.fileno(), nbytes)
+        mapped.madvise(mmap.MADV_RANDOM)
         self._maps[name] = mapped
         return np.frombuffer(mapped, dtype, count=count).reshape(shape)
 

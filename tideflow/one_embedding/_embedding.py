@@ -27,6 +27,7 @@ import numpy as np
 from ..framework import dtype as dtypes
 from ..framework.dispatch import dispatch
 from ..framework.errors import DTypeError, ShapeError, TideflowError
+from ..framework.grad_mode import is_grad_enabled
 from ..framework.registry import Meta, OpDef
 from ..framework.sbp import B, Signature
 from ..framework.tensor import Tensor
@@ -40,12 +41,12 @@ from ._table import EmbeddingTable
 
 
 # -- the ops ------------------------------------------------------------------------------------
-def _lookup_meta(shadow: Meta, ids: Meta, table_ids: Meta, *, table, insert) -> Meta:
+def _lookup_meta(shadow: Meta, ids: Meta, table_ids: Meta, *, table, insert, trains) -> Meta:
     return Meta((*ids.shape, table.dim), table.dtype)
 
 
-def _lookup_kernel(shadow, ids, table_ids, *, table, insert):
-    return table.lookup(ids, table_ids, insert)
+def _lookup_kernel(shadow, ids, table_ids, *, table, insert, trains):
+    return table.lookup(ids, table_ids, insert, trains)
 
 
 def _lookup_grad(ctx, gy):
@@ -164,7 +165,9 @@ class Embedding(Module):
                 f"one_embedding {self.name!r}: table_ids of shape {list(table_ids.shape)} do "
                 f"not match ids of shape {list(ids.shape)}"
             )
-        attrs = {"table": self._table, "insert": self.training}
+        # NOTE: `trains`: a gradient will come, for which the lookup keeps its deduplication
+        trains = is_grad_enabled() and self.shadow.requires_grad
+        attrs = {"table": self._table, "insert": self.training, "trains": trains}
         return dispatch(LOOKUP, (self.shadow, ids, table_ids), attrs)
 
     def _default_table_ids(self, ids: Tensor) -> Tensor:

@@ -50,9 +50,11 @@ class ShardedTable:
         self.local.attach(rule, group)
 
     # -- lookup -----------------------------------------------------------------------------
-    def lookup(self, ids: np.ndarray, tables: np.ndarray, insert: bool) -> np.ndarray:
+    def lookup(self, ids, tables, insert: bool, trains: bool = False) -> np.ndarray:
         local = self.local
-        pad, (u_tables, u_keys, inverse, _, _) = self._agree(lambda: local.deduplicate(ids, tables))
+        pad, (u_tables, u_keys, inverse, _, _) = self._agree(
+            lambda: local.deduplicate(ids, tables, trains)
+        )
         owners = owner_of(u_tables, u_keys, self.size)
         by_owner = np.argsort(owners, kind="stable")
         send_counts = np.bincount(owners, minlength=self.size)

@@ -21,6 +21,7 @@ from ._index import MAX_LOAD, HashIndex, slots_for
 Initializer = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 _CHUNK = 1 << 16  # rows per step when a whole table is copied (growth, export)
+_FAULT_AROUND = 64 << 10  # bytes Linux maps around a read fault of a file page (its default)
 
 
 class HostStore:
@@ -85,8 +86,15 @@ class HostStore:
 
     def check_room(self, tables, keys) -> None:
         """Raise if inserting the absent ones of these distinct keys would pass capacity."""
-        if self.capacity is not None:
-            self._check_capacity(int(np.count_nonzero(self.index.find(tables, keys) < 0)))
+        if self.capacity is None:
+            return
+        absent = 0
+        step = self.piece_rows()
+        for start in range(0, keys.size, step):
+            part = slice(start, start + step)
+            absent += int(np.count_nonzero(self.index.find(tables[part], keys[part]) < 0))
+            self._alloc.drop_resident()
+        self._check_capacity(absent)
 
     def _check_capacity(self, n_new: int) -> None:
         total = self.index.size + n_new
@@ -145,11 +153,13 @@ class HostStore:
         self._rows_name = self._new_name("rows")
         self._rows = self._alloc(self._rows_name, (n_rows, width), self.dtype)
         kept = min(width, old.shape[1])
-        for start in range(0, old.shape[0], _CHUNK):
-            part = slice(start, min(start + _CHUNK, old.shape[0]))
+        used = self.index.size  # rows are taken in order: the rest were never written
+        for start in range(0, used, _CHUNK):
+            part = slice(start, min(start + _CHUNK, used))
             self._rows[part, :kept] = old[part, :kept]
             if fill is not None:
                 self._rows[part, kept:] = fill
+            self._alloc.drop_resident()
         self._alloc.release(old_name)
 
     def widen(self, width: int, fill: np.ndarray) -> None:
@@ -213,9 +223,9 @@ class DiskStore(HostStore):
 
     Cache lines are evicted least recently used first, a batch at a time (an eighth of the
     cache: one `argpartition` of the use stamps serves many steps); dirty lines are written
-    back to the file as they go. After each eviction, and whenever lookups have touched
-    about half the budget's worth of file pages, the mapped pages are handed back to the
-    page cache, so the resident set stays near the cache budget."""
+    back to the file as they go. After each eviction and each lookup the mapped pages are
+    handed back to the page cache, and lookups run in pieces small enough that the pages
+    one maps stay under half the budget: the resident set stays near the cache budget."""
 
     def __init__(self, owner, width, dtype, capacity, directory: str, cache_budget_mb: float):
         self._budget = int(cache_budget_mb * (1 << 20))
@@ -238,7 +248,7 @@ class DiskStore(HostStore):
         self._free = np.arange(n - 1, -1, -1)  # a stack of free lines
         self._n_free = n
         self._clock = 0
-        self._touched = 0  # file pages touched since they were last dropped (estimate)
+        self._mapped = 0  # bytes of file pages lookups may have mapped since the last drop
         self._line_of_name = self._new_name("lines")
         # the line caching each index slot, plus one (0: not cached)
         self._line_of = self._files(self._line_of_name, (self.index.n_slots,), np.int32)
@@ -253,7 +263,6 @@ class DiskStore(HostStore):
 
     def locate(self, tables, keys, init):
         self._clock += 1
-        self._touched += 3 * keys.size  # index probes, line map, row reads
         self._fresh = None
         if init is not None:
             self._make_room(keys.size)
@@ -264,7 +273,11 @@ class DiskStore(HostStore):
         lines = np.full(keys.shape, -1, np.int64)
         present = np.flatnonzero(slots >= 0)
         lines[present] = self._resident(slots[present])
-        if self._touched * 4096 > self._budget // 2:
+        # NOTE: Linux maps up to 64 KiB around each file page a read faults in (fault-around),
+        # in each of the index's three arrays, the line map and the rows file: hand the
+        # pages back once lookups may have mapped half the budget's worth
+        self._mapped += 5 * _FAULT_AROUND * keys.size
+        if self._mapped > self._budget // 2:
             self._drop_pages()
         return lines
 
@@ -295,14 +308,15 @@ class DiskStore(HostStore):
         self._line_slot[taken] = missing
         self._line_of[missing] = taken + 1
         self._stamp[taken] = self._clock
-        self._dirty[taken] = False
-        self._lines[taken] = self._rows[self.index.rows[missing]]
+        stored = np.ones(miss.size, bool)  # rows in the file (new keys' rows are not yet)
         if self._fresh is not None:
             new_slots, values = self._fresh
             order = np.argsort(missing)
-            at = taken[order[np.searchsorted(missing, new_slots, sorter=order)]]
-            self._lines[at] = values
-            self._dirty[at] = True
+            new = order[np.searchsorted(missing, new_slots, sorter=order)]
+            self._lines[taken[new]] = values
+            stored[new] = False
+        self._dirty[taken] = ~stored
+        self._lines[taken[stored]] = self._rows[self.index.rows[missing[stored]]]
         return lines
 
     def _evict(self, n: int) -> None:
@@ -318,15 +332,15 @@ class DiskStore(HostStore):
         self._n_free += victims.size
         self._drop_pages()
 
+    def _drop_pages(self) -> None:
+        self._files.drop_resident()
+        self._mapped = 0
+
     def _write_back(self, lines: np.ndarray) -> None:
         dirty = lines[self._dirty[lines]]
         if dirty.size:
             self._rows[self.index.rows[self._line_slot[dirty]]] = self._lines[dirty]
             self._dirty[dirty] = False
-
-    def _drop_pages(self) -> None:
-        self._files.drop_resident()
-        self._touched = 0
 
     def read(self, positions, columns=None):
         return self._lines[positions] if columns is None else self._lines[positions, :columns]

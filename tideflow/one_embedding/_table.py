@@ -102,24 +102,26 @@ class EmbeddingTable:
         self.rule = rule
 
     # -- lookup -----------------------------------------------------------------------------
-    def lookup(self, ids: np.ndarray, tables: np.ndarray, insert: bool) -> np.ndarray:
+    def lookup(self, ids, tables, insert: bool, trains: bool = False) -> np.ndarray:
         """The embeddings of `ids` (shape ids.shape + (dim,)); new keys are stored when
-        `insert`, else only computed."""
-        pad, (u_tables, u_keys, inverse, _, _) = self.deduplicate(ids, tables)
+        `insert`, else only computed. `trains`: their gradient will come."""
+        pad, (u_tables, u_keys, inverse, _, _) = self.deduplicate(ids, tables, trains)
         rows = self.fetch(u_tables, u_keys, insert)[inverse]
         return self.unpad(rows, pad).reshape((*ids.shape, self.dim))
 
-    def deduplicate(self, ids: np.ndarray, tables: np.ndarray):
-        """`(pad, unique_pairs(...))` of the keys of `ids` but padding_idx, remembered for
-        the gradient of this lookup (its update gets the same arrays: see `summed_gradients`)."""
+    def deduplicate(self, ids: np.ndarray, tables: np.ndarray, remember: bool = False):
+        """`(pad, unique_pairs(...))` of the keys of `ids` but padding_idx; with `remember`,
+        kept for the gradient of this lookup (its update gets the same arrays: see
+        `summed_gradients`)."""
         keys, tabs = self.check_ids(ids, tables)
         pad = self.padding(keys)
         if pad is not None:
             keys, tabs = keys[~pad], tabs[~pad]
         result = pad, unique_pairs(tabs, keys)
-        if len(self._batches) >= _REMEMBERED:
-            del self._batches[next(iter(self._batches))]
-        self._batches[id(ids), id(tables)] = (ids, tables, result)
+        if remember:
+            if len(self._batches) >= _REMEMBERED:
+                del self._batches[next(iter(self._batches))]
+            self._batches[id(ids), id(tables)] = (ids, tables, result)
         return result
 
     def padding(self, keys: np.ndarray) -> np.ndarray | None:
@@ -166,7 +168,6 @@ class EmbeddingTable:
             pad, (u_tables, u_keys, _, order, starts) = seen[2]
         else:  # not this table's lookup (several lookups' gradients joined)
             pad, (u_tables, u_keys, _, order, starts) = self.deduplicate(ids, tables)
-            self._batches.popitem()
         grads = grads.reshape(-1, self.dim)
         if pad is not None:
             grads = grads[~pad]
