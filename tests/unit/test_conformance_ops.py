@@ -5,7 +5,13 @@ checked against PyTorch by the op database records."""
 import pytest
 
 import tideflow as flow
-from tideflow.framework.errors import ArgumentError, DTypeError, ShapeError, TideflowError
+from tideflow.framework.errors import (
+    ArgumentError,
+    DTypeError,
+    ShapeError,
+    TensorIndexError,
+    TideflowError,
+)
 
 
 # -- number theory, steps and float representation -------------------------------------------
@@ -167,3 +173,53 @@ def test_vander_differentiates_through_zeros():
     flow.vander(x, 4).sum().backward()
     # d/dx (x**3 + x**2 + x + 1) = 3 x**2 + 2 x + 1
     assert x.grad.tolist() == [1.0, 17.0]
+
+
+# -- rot90, put, isin, logcumsumexp, renorm -------------------------------------------------
+def test_rot90_needs_two_different_dims_of_a_matrix():
+    with pytest.raises(ShapeError, match=r"rot90: expected a tensor of at least 2 dims, got shape"):
+        flow.rot90(flow.arange(6))
+    with pytest.raises(TensorIndexError, match=r"rot90: expected two different rotation dims"):
+        flow.rot90(flow.zeros(2, 3), 1, (0, -2))
+    with pytest.raises(TensorIndexError, match=r"rot90: expected two rotation dims, got \[0\]"):
+        flow.rot90(flow.zeros(2, 3), 1, (0,))
+
+
+def test_put_checks_index_source_and_range():
+    x = flow.zeros(2, 3)
+    with pytest.raises(DTypeError, match="put: expected an int64 index, got float32"):
+        x.put(flow.tensor([0.0]), flow.tensor([1.0]))
+    with pytest.raises(DTypeError, match=r"put: expected source of the input's dtype \(float32"):
+        x.put(flow.tensor([0]), flow.tensor([1]))
+    with pytest.raises(ShapeError, match="put: expected as many source elements as indices"):
+        x.put(flow.tensor([0, 1]), flow.tensor([1.0]))
+    with pytest.raises(TensorIndexError, match=r"put: index out of range for a tensor of 6"):
+        x.put_(flow.tensor([6]), flow.tensor([1.0]))
+    assert x.tolist() == [[0.0] * 3] * 2
+
+
+def test_put_in_place_writes_the_flattened_positions():
+    x = flow.zeros(2, 3)
+    x.put_(flow.tensor([1, -1]), flow.tensor([5.0, 7.0]))
+    assert x.tolist() == [[0.0, 5.0, 0.0], [0.0, 0.0, 7.0]]
+
+
+def test_isin_refuses_bool_and_complex_like_pytorch():
+    with pytest.raises(DTypeError, match="isin: unsupported input dtype bool"):
+        flow.isin(flow.tensor([True]), flow.tensor([1]))
+    with pytest.raises(TypeError, match="isin: expected elements or test_elements to be a tensor"):
+        flow.isin(1, 2)
+
+
+def test_logcumsumexp_and_renorm_name_what_they_refuse():
+    with pytest.raises(DTypeError, match="logcumsumexp: expected a floating point input"):
+        flow.logcumsumexp(flow.tensor([1, 2]), 0)
+    x = flow.ones(2, 2)
+    with pytest.raises(ShapeError, match=r"renorm: expected an input of at least 2 dim"):
+        flow.renorm(flow.ones(3), 2, 0, 1.0)
+    with pytest.raises(TideflowError, match="renorm: expected a positive norm order p, got -1"):
+        flow.renorm(x, -1, 0, 1.0)
+    with pytest.raises(TideflowError, match=r"renorm: expected maxnorm >= 0, got -3"):
+        x.renorm(2, 0, -3)
+    with pytest.raises(DTypeError, match="renorm: expected a floating point input, got int64"):
+        flow.renorm(flow.ones(2, 2, dtype=flow.int64), 2, 0, 1.0)

@@ -487,6 +487,39 @@ def _bincount_ref(x, weights=None, minlength=0):
     return np.bincount(x, weights, minlength)
 
 
+def _put_samples(rng, dtype):
+    def x(*shape):
+        return make_array(rng, shape, dtype)
+
+    def positions(n, size, distinct=True):
+        chosen = rng.choice(n, size=size, replace=not distinct)
+        return (chosen - rng.integers(0, 2, size=size) * n).astype(np.int64)  # some negative
+
+    return [
+        Sample((x(3, 4), positions(12, 5), x(5))),
+        Sample((x(3, 4), positions(12, 6).reshape(2, 3), x(3, 2))),
+        Sample((x(2, 3), positions(6, 8, distinct=False), x(8)), {"accumulate": True}),
+        Sample((x(5), np.zeros((0,), np.int64), x(0))),
+        Sample((np.asarray(x()), np.array([-1]), x(1))),
+    ]
+
+
+def _isin_samples(rng, dtype):
+    def values(*shape):
+        return make_array(rng, shape, dtype, -4, 5).round().astype(dtype)
+
+    return [
+        Sample((values(3, 4), values(5))),
+        Sample((values(3, 4), values(2, 3)), {"invert": True}),
+        Sample((values(6), values(3)), {"assume_unique": True}),
+        Sample((values(0, 2), values(3))),
+        Sample((np.asarray(values()), values(4))),
+        Sample((values(3, 4), 2)),
+        Sample((1, values(4))),
+        Sample((values(4), make_array(rng, (3,), "int32", -4, 5))),  # promoted together
+    ]
+
+
 def _histc_samples(rng, dtype):
     x = make_array(rng, (3, 4), dtype)
     return [
@@ -699,4 +732,13 @@ RECORDS = [
         dtypes=("float64",),
     ),
     OpInfo("histc", _histc_samples, dtypes=ALL_FLOATS, grad=False),
+    OpInfo("put", _put_samples, dtypes=(*ALL_FLOATS, "int64")),
+    OpInfo(
+        "put",
+        _put_samples,
+        variant="method",
+        op=lambda x, index, source, **kw: x.put(index, source, **kw),
+        torch=lambda torch, x, index, source, **kw: x.put(index, source, **kw),
+    ),
+    OpInfo("isin", _isin_samples, dtypes=(*FLOATS, "int64", "int32", "uint8"), grad=False),
 ]

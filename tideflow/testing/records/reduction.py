@@ -202,6 +202,23 @@ def _logical_samples(rng, dtype):
     return out
 
 
+def _renorm_samples(rng, dtype):
+    """Slices on both sides of maxnorm, every norm order PyTorch's tests use."""
+
+    def x(*shape):
+        return make_array(rng, shape, dtype)
+
+    return [
+        Sample((x(3, 4), 2, 0, 2.0)),
+        Sample((x(3, 4), 1, 1, 3.0)),
+        Sample((x(2, 3, 4), 3, -1, 2.5)),
+        Sample((x(2, 3, 4), 2.5, 1, 1e3)),  # nothing to scale
+        Sample((x(2, 3, 4), float("inf"), 0, 1.0)),
+        Sample((x(3, 4), 2, 0, 0.0)),
+        Sample((x(0, 4), 2, 1, 1.0)),
+    ]
+
+
 def _scan_samples(prepare=None, **kwargs):
     def build(rng, dtype):
         def arr(shape):
@@ -426,6 +443,27 @@ RECORDS = [
     OpInfo("cumprod", _scan_samples(), variant="int", dtypes=INT_AND_BOOL, grad=False),
     OpInfo("cummax", _scan_samples(), dtypes=ALL_FLOATS),
     OpInfo("cummin", _scan_samples()),
+    OpInfo("logcumsumexp", _scan_samples(), dtypes=ALL_FLOATS),
+    # exp would overflow float32 past 88: the scan must not take it
+    OpInfo(
+        "logcumsumexp",
+        _scan_samples(prepare=lambda x, rng: np.asarray(x * 40)),
+        variant="wide",
+    ),
+    OpInfo(
+        "logcumsumexp",
+        _scan_samples(prepare=_plant(-np.inf, 2)),
+        variant="neg_inf",
+        gradcheck=False,
+    ),
+    OpInfo("renorm", _renorm_samples, dtypes=ALL_FLOATS),
+    OpInfo(
+        "renorm",
+        _renorm_samples,
+        variant="method",
+        op=lambda x, *args: x.renorm(*args),
+        torch=lambda torch, x, *args: x.renorm(*args),
+    ),
     OpInfo(
         "cummax",
         _scan_samples(prepare=_ties),
