@@ -82,6 +82,7 @@ from .ops.spectral import *
 from .ops.statistics import *
 from .ops.strided import *
 from .ops.unary import *
+from .ops.windows import *
 from .parallel import placement, sbp
 from .utils.dlpack import from_dlpack
 
