@@ -518,3 +518,18 @@ def test_graph_gradient_accumulation_is_one_update():
     Accumulating()(flow.tensor(rows))
     every = flow.tensor(np.arange(30).reshape(-1, 2))
     np.testing.assert_array_equal(g_emb(every).numpy(), emb(every).numpy())
+
+
+def test_disk_store_grows_and_widens_like_the_host_store(tmp_path):
+    """No capacity: the disk store's index grows (rehashed into new files, the cache
+    written back first); an optimizer attached after lookups widens the rows in use."""
+    keys = np.arange(3000) * 7919
+    host = _embedding_of(_host(capacity=None), tables=1, name="host")
+    disk = _embedding_of(oe.make_cached_ssd_store_options(0.05, str(tmp_path), None),
+                         tables=1, name="disk")  # fmt: skip
+    for emb in (host, disk):
+        emb(flow.tensor(keys))
+        _train(emb, oe.Optimizer(flow.optim.Adam([emb.shadow], lr=0.1), [emb]),
+               [keys[:500].reshape(-1, 1), keys[200:900].reshape(-1, 1)])  # fmt: skip
+    assert disk._local.store.index.n_slots > 2 * 3000 > 1024
+    np.testing.assert_array_equal(disk(flow.tensor(keys)).numpy(), host(flow.tensor(keys)).numpy())
