@@ -406,6 +406,22 @@ RECORDS = [
         _record(n, _pairs(SMALL_INTS), ("float32",), grad=False)
         for n in ("greater", "greater_equal", "less", "less_equal", "not_equal")
     ),
+    # in place: 1 and 0 in the tensor's own dtype (its shape: the other operand broadcasts)
+    *(
+        OpInfo(
+            n,
+            _fixed(([1, 2, 3, 2], [2, 2, 0, 3]), ([1, 2, 3, 2], 2)),
+            variant="inplace",
+            dtypes=("float32", "int64"),
+            grad=False,
+            op=lambda x, y, n=n: getattr(x.clone(), f"{n}_")(y),
+            torch=lambda torch, x, y, n=n: getattr(x.clone(), f"{n}_")(y),
+        )
+        for n in (
+            *("eq", "ne", "lt", "le", "gt", "ge"),
+            *("greater", "greater_equal", "less", "less_equal", "not_equal"),
+        )
+    ),
     # logical and bitwise
     *(
         _record(
