@@ -23,8 +23,9 @@ judged samples exceeds a floor:
   process holds, not the peak of its last step; what remains moves by a few tenths of a MB
   between samples (caches filling, the arenas' fragmentation), hence the floor, which only
   short runs reach. A 30-minute run judges ~27 minutes: 5%/h is then ~4.5 MB of ~200,
-  while a leak of one batch per step (8 kB, thousands of steps) or of one checkpoint's
-  state per checkpoint would show as tens of MB;
+  while keeping one batch per step (8 kB, thousands of steps) or one checkpoint's state
+  per checkpoint (106k parameters and AdamW's two moments: 1.3 MB, 13 checkpoints) would
+  add over 15 MB;
 - threads and descriptors may not grow at all: every one this loop needs exists after the
   warm-up (graph streams, worker pipes, BLAS threads), so one more is a leak.
 The warm-up is the first checkpoint and one sample after it: allocator pools, compiled plans
