@@ -223,9 +223,9 @@ class DiskStore(HostStore):
 
     Cache lines are evicted least recently used first, a batch at a time (an eighth of the
     cache: one `argpartition` of the use stamps serves many steps); dirty lines are written
-    back to the file as they go. After each eviction and each lookup the mapped pages are
-    handed back to the page cache, and lookups run in pieces small enough that the pages
-    one maps stay under half the budget: the resident set stays near the cache budget."""
+    back to the file as they go. The mapped file pages are handed back to the page cache
+    after each eviction and whenever lookups may have mapped half the budget's worth, so the
+    resident set stays near the cache budget however large the table."""
 
     def __init__(self, owner, width, dtype, capacity, directory: str, cache_budget_mb: float):
         self._budget = int(cache_budget_mb * (1 << 20))
