@@ -2,6 +2,8 @@
 can cause, named after the op with the dtypes and shapes involved. Values and gradients are
 checked against PyTorch by the op database records."""
 
+import inspect
+
 import pytest
 
 import tideflow as flow
@@ -223,3 +225,17 @@ def test_logcumsumexp_and_renorm_name_what_they_refuse():
         x.renorm(2, 0, -3)
     with pytest.raises(DTypeError, match="renorm: expected a floating point input, got int64"):
         flow.renorm(flow.ones(2, 2, dtype=flow.int64), 2, 0, 1.0)
+
+
+def test_docstring_examples_run():
+    from tideflow.ops import assembly, binary, calculus, indexing, reduction, statistics, unary
+
+    from .test_nn_layers import run_doctests
+
+    for module in (assembly, calculus, statistics):
+        run_doctests(module)
+    added = (binary.gcd, binary.lcm, binary.heaviside, binary.nextafter, binary.ldexp)
+    added += (binary.float_power, unary.frexp, indexing.put, indexing.isin)
+    added += (reduction.logcumsumexp, reduction.renorm)
+    for fn in added:
+        run_doctests(inspect.unwrap(fn))

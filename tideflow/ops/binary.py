@@ -1022,7 +1022,7 @@ def float_power(input: Tensor | Number, exponent: Tensor | Number):
     operand) whatever the operands' dtypes.
 
     >>> flow.float_power(flow.tensor([2, 3]), 2)
-    tensor([4., 9.], dtype=flow.float64)
+    tensor([4., 9.], dtype=tideflow.float64)
     """
     wide = _float_power_dtype(input, exponent)
     base, power = (a.to(wide) if isinstance(a, Tensor) else a for a in (input, exponent))

@@ -201,7 +201,7 @@ def corrcoef(input: Tensor):
     (`cov` scaled by the standard deviations; clipped to [-1, 1] for real inputs).
 
     >>> flow.corrcoef(flow.tensor([[0.0, 1.0, 2.0], [2.0, 1.0, 0.5]]))[0, 1]
-    tensor(-0.9934)
+    tensor(-0.9820)
     """
     c = cov(input)
     if c.ndim == 0:

@@ -1322,7 +1322,7 @@ def frexp(input):
     and an int32 exponent, `input = mantissa * 2**exponent`. Floating point inputs only.
 
     >>> flow.frexp(flow.tensor([8.0, -3.5]))
-    frexp(mantissa=tensor([ 0.5000, -0.8750]), exponent=tensor([4, 2], dtype=flow.int32))
+    frexp(mantissa=tensor([ 0.5000, -0.8750]), exponent=tensor([4, 2], dtype=tideflow.int32))
     """
     return _FrexpResult(*dispatch(_frexp, (input,), _NO_ATTRS))
 
