@@ -71,6 +71,9 @@ from .ops.conversion import *
 from .ops.creation import *
 from .ops.indexing import *
 from .ops.linalg import *
+from .ops.linalg_compositions import *
+from .ops.linalg_lu import *
+from .ops.linalg_matrix_exp import *
 from .ops.linalg_rank import *
 from .ops.linalg_svd import *
 from .ops.nn.softmax import log_softmax, softmax

@@ -71,3 +71,23 @@ def test_svd_refuses_cusolver_drivers():
 def test_errors(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_lu_factor_raises_linalg_error_naming_the_zero_pivot():
+    a = flow.ones(2, 3, 3)
+    with pytest.raises(
+        flow.linalg.LinAlgError, match=r"linalg\.lu_factor: \(Batch element 0\): U\[2,2\] is zero"
+    ):
+        flow.linalg.lu_factor(a)
+    info = flow.linalg.lu_factor_ex(a).info
+    assert info.tolist() == [2, 2]
+
+
+def test_lu_without_pivoting_is_refused_as_pytorch_refuses_it_on_cpu():
+    with pytest.raises(TideflowError, match="LU without pivoting is not implemented on the CPU"):
+        flow.linalg.lu_factor(flow.eye(2), pivot=False)
+
+
+def test_solve_triangular_needs_a_matrix_right_hand_side():
+    with pytest.raises(ShapeError, match="B must have at least 2 dimensions, got shape \\[3\\]"):
+        flow.linalg.solve_triangular(flow.eye(3), flow.ones(3), upper=True)

@@ -1,4 +1,5 @@
 import functools
+import warnings
 
 import numpy as np
 
@@ -542,4 +543,395 @@ RECORDS += [
         dtypes=SOLVER_DTYPES,
     ),
     OpInfo("linalg.lstsq", _lstsq_svd_driver_samples, dtypes=SOLVER_DTYPES, variant="svd_drivers"),
+]
+
+
+# -- triangular solves and LU ---------------------------------------------------------------------
+def _triangular(rng, dtype, shape, upper=True):
+    """A well-conditioned triangular matrix, with noise in the other triangle, which the
+    solvers must not read."""
+    a = _well_conditioned(rng, dtype, shape)
+    noise = make_array(rng, shape, dtype)
+    keep = np.triu(np.ones(shape[-2:], bool)) if upper else np.tril(np.ones(shape[-2:], bool))
+    return np.where(keep, a, noise).astype(dtype)
+
+
+def _solve_triangular_samples(rng, dtype):
+    cases = (
+        ((3, 3), (3, 2), {"upper": True}),
+        ((3, 3), (3, 2), {"upper": False}),
+        ((2, 3, 3), (3, 1), {"upper": True}),
+        ((3, 3), (2, 3, 2), {"upper": False, "unitriangular": True}),
+        ((3, 3), (2, 3), {"upper": True, "left": False}),
+        ((2, 2, 2), (2, 3, 2), {"upper": False, "left": False, "unitriangular": True}),
+        ((0, 0), (0, 2), {"upper": True}),
+    )
+    return [
+        Sample(
+            (_triangular(rng, dtype, a, kw["upper"]), make_array(rng, b, dtype)),
+            {k: v for k, v in kw.items() if k != "upper"} | {"upper": kw["upper"]},
+        )
+        for a, b, kw in cases
+    ]
+
+
+def _triangular_solve_samples(rng, dtype):
+    cases = (
+        ((3, 3), (3, 2), {}),
+        ((3, 3), (3, 2), {"upper": False}),
+        ((2, 3, 3), (2, 3, 1), {"transpose": True}),
+        ((3, 3), (3, 2), {"upper": False, "transpose": True, "unitriangular": True}),
+    )
+    return [
+        Sample((make_array(rng, b, dtype), _triangular(rng, dtype, a, kw.get("upper", True))), kw)
+        for a, b, kw in cases
+    ]
+
+
+def _deprecated(name):
+    """PyTorch's `name`, which warns that it is deprecated (tideflow keeps it, silently)."""
+
+    def call(torch, *args, **kwargs):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return getattr(torch, name)(*args, **kwargs)
+
+    return call
+
+
+def _lu_unpacked(lib, x, **kwargs):
+    """The factors of lu_factor unpacked: P L (P, a constant, alone would have no derivative
+    to check; P L, with L unit lower triangular, determines it) and U."""
+    p, lower, upper = lib.lu_unpack(*lib.linalg.lu_factor(x, **kwargs))
+    return p @ lower, upper
+
+
+def _lu(lib, x):
+    p, lower, upper = lib.linalg.lu(x)
+    return p @ lower, upper
+
+
+def _lu_factor_ex(lib, x):
+    lu, pivots, info = lib.linalg.lu_factor_ex(x)
+    return lu, pivots, info
+
+
+def _lu_solve(lib, a, b, **kwargs):
+    return lib.linalg.lu_solve(*lib.linalg.lu_factor(a), b, **kwargs)
+
+
+def _lu_solve_samples(rng, dtype):
+    cases = (
+        ((3, 3), (3, 2), {}),
+        ((2, 3, 3), (3, 1), {}),
+        ((3, 3), (2, 3, 2), {"adjoint": True}),
+        ((3, 3), (2, 3), {"left": False}),
+        ((2, 2, 2), (2, 2), {"left": False, "adjoint": True}),
+    )
+    return [
+        Sample((_well_conditioned(rng, dtype, a), make_array(rng, b, dtype)), kw)
+        for a, b, kw in cases
+    ]
+
+
+def _singular_lu_samples(rng, dtype):
+    """A zero column makes U singular: info reports it (forward only)."""
+    a = make_array(rng, (2, 3, 3), dtype)
+    a[1, :, 1] = 0
+    return [Sample((a,), grad=False)]
+
+
+def _spd_factor(lib, name, b, x, **kwargs):
+    """cholesky_solve / cholesky_inverse given a Cholesky factor of a matrix built from x."""
+    factor = lib.linalg.cholesky(_spd(x), upper=kwargs.get("upper", False))
+    args = (factor,) if b is None else (b, factor)
+    return getattr(lib, name)(*args, **kwargs)
+
+
+LU_SHAPES = ((3, 3), (2, 4, 4), (2, 4), (4, 2), (2, 3, 2))
+RECORDS += [
+    OpInfo("linalg.solve_triangular", _solve_triangular_samples, dtypes=SOLVER_DTYPES),
+    OpInfo(
+        "triangular_solve",
+        _triangular_solve_samples,
+        torch=_deprecated("triangular_solve"),
+        dtypes=SOLVER_DTYPES,
+    ),
+    OpInfo(
+        "linalg.lu_factor",
+        _matrices(*LU_SHAPES),
+        op=functools.partial(_lu_unpacked, flow),
+        torch=_lu_unpacked,
+        dtypes=SOLVER_DTYPES,
+    ),
+    OpInfo("linalg.lu_factor", _matrices(*LU_SHAPES, (0, 0)), variant="packed"),
+    OpInfo(
+        "linalg.lu_factor_ex",
+        _matrices(*LU_SHAPES),
+        op=functools.partial(_lu_factor_ex, flow),
+        torch=_lu_factor_ex,
+        dtypes=SOLVER_DTYPES,
+    ),
+    OpInfo(
+        "linalg.lu_factor_ex",
+        _singular_lu_samples,
+        op=functools.partial(_lu_factor_ex, flow),
+        torch=_lu_factor_ex,
+        variant="singular",
+    ),
+    OpInfo(
+        "linalg.lu",
+        _matrices(*LU_SHAPES),
+        op=functools.partial(_lu, flow),
+        torch=_lu,
+        dtypes=SOLVER_DTYPES,
+    ),
+    OpInfo("lu", _matrices((3, 3), (2, 4, 3)), torch=_deprecated("lu")),
+    OpInfo(
+        "lu",
+        lambda rng, dtype: [
+            Sample(s.args, {"get_infos": True}) for s in _singular_lu_samples(rng, dtype)
+        ],
+        torch=_deprecated("lu"),
+        variant="infos",
+        grad=False,
+    ),
+    OpInfo(
+        "linalg.lu_solve",
+        _lu_solve_samples,
+        op=functools.partial(_lu_solve, flow),
+        torch=_lu_solve,
+        dtypes=SOLVER_DTYPES,
+    ),
+    OpInfo(
+        "cholesky_solve",
+        _shaped(((3, 2), (3, 3)), ((2, 3, 1), (3, 3))),
+        op=lambda b, x: _spd_factor(flow, "cholesky_solve", b, x),
+        torch=lambda torch, b, x: _spd_factor(torch, "cholesky_solve", b, x),
+        dtypes=SOLVER_DTYPES,
+    ),
+    OpInfo(
+        "cholesky_solve",
+        _shaped(((3, 2), (3, 3)), upper=True),
+        op=lambda b, x, **kw: _spd_factor(flow, "cholesky_solve", b, x, **kw),
+        torch=lambda torch, b, x, **kw: _spd_factor(torch, "cholesky_solve", b, x, **kw),
+        variant="upper",
+    ),
+    OpInfo(
+        "cholesky_inverse",
+        _shaped(((3, 3),), ((2, 2, 2),)),
+        op=lambda x: _spd_factor(flow, "cholesky_inverse", None, x),
+        torch=lambda torch, x: _spd_factor(torch, "cholesky_inverse", None, x),
+        dtypes=SOLVER_DTYPES,
+    ),
+]
+
+
+# -- general eigenproblem -----------------------------------------------------------------------
+def _eig_phase_free(lib, x):
+    """Eigenvalues, and eigenvectors times their conjugated column sums (phase-free)."""
+    values, vectors = lib.linalg.eig(x)
+    return values, vectors * vectors.sum(-2, keepdim=True).conj()
+
+
+RECORDS += [
+    OpInfo(
+        "linalg.eig",
+        _matrices((3, 3), (2, 2, 2), (0, 0)),
+        op=functools.partial(_eig_phase_free, flow),
+        torch=_eig_phase_free,
+        dtypes=SOLVER_DTYPES,
+    ),
+    OpInfo("linalg.eigvals", _matrices((3, 3), (2, 2, 2)), dtypes=SOLVER_DTYPES),
+]
+
+
+def _small_matrices(*shapes):
+    """Entries in [-1, 1): exponentials of moderate size."""
+
+    def build(rng, dtype):
+        return [Sample((make_array(rng, s, dtype, -1.0, 1.0),)) for s in shapes]
+
+    return build
+
+
+RECORDS += [
+    OpInfo(
+        "linalg.matrix_exp",
+        _small_matrices((3, 3), (2, 2, 2), (1, 1), (0, 0)),
+        dtypes=SOLVER_DTYPES,
+    ),
+    OpInfo(
+        "matrix_exp",
+        _small_matrices(
+            (2, 2),
+        ),
+    ),
+]
+
+
+# -- the _ex solvers ------------------------------------------------------------------------------
+def _info_only(name):
+    """The `info` of an `_ex` solver: its other result is unspecified where info > 0."""
+
+    def call(lib, *args, **kwargs):
+        return getattr(lib.linalg, name)(*args, **kwargs).info
+
+    return call
+
+
+def _singular_samples(rng, dtype):
+    batch = _well_conditioned(rng, dtype, (3, 3, 3))
+    batch[1, :, 2] = 0
+    return [Sample((np.zeros((2, 2), dtype),)), Sample((batch,))]
+
+
+def _not_positive_definite_samples(rng, dtype):
+    batch = np.stack([np.eye(3), np.diag([1.0, -1.0, 1.0]), np.diag([1.0, 1.0, 0.0])])
+    return [Sample((batch.astype(dtype),)), Sample((-np.eye(2, dtype=dtype),))]
+
+
+def _cholesky_ex(lib, x, **kwargs):
+    return tuple(lib.linalg.cholesky_ex(_spd(x), **kwargs))
+
+
+RECORDS += [
+    OpInfo("linalg.inv_ex", _square_samples(), dtypes=SOLVER_DTYPES),
+    OpInfo(
+        "linalg.inv_ex",
+        _singular_samples,
+        op=functools.partial(_info_only("inv_ex"), flow),
+        torch=_info_only("inv_ex"),
+        grad=False,
+        variant="singular",
+    ),
+    OpInfo("linalg.solve_ex", _solve_samples, dtypes=SOLVER_DTYPES),
+    OpInfo(
+        "linalg.cholesky_ex",
+        _shaped(((3, 3),), ((2, 2, 2),)),
+        op=functools.partial(_cholesky_ex, flow),
+        torch=_cholesky_ex,
+        dtypes=SOLVER_DTYPES,
+    ),
+    OpInfo(
+        "linalg.cholesky_ex",
+        _shaped(((3, 3),), upper=True),
+        op=functools.partial(_cholesky_ex, flow),
+        torch=_cholesky_ex,
+        variant="upper",
+    ),
+    OpInfo(
+        "linalg.cholesky_ex",
+        _not_positive_definite_samples,
+        op=functools.partial(_info_only("cholesky_ex"), flow),
+        torch=_info_only("cholesky_ex"),
+        grad=False,
+        variant="not_positive_definite",
+    ),
+]
+
+
+# -- compositions: cond, tensor inverses and solves, vander, diagonal, Householder products -------
+_COND_NORMS = ("fro", "nuc", float("inf"), -float("inf"), 1, -1)
+
+
+def _cond_samples(rng, dtype):
+    out = [Sample((_well_conditioned(rng, dtype, (3, 3)),), {"p": p}) for p in (None, 2, -2)]
+    out.append(Sample((make_array(rng, (2, 3, 2), dtype),)))
+    return out
+
+
+def _cond_norm_samples(rng, dtype):
+    out = [Sample((_well_conditioned(rng, dtype, (2, 3, 3)),), {"p": p}) for p in _COND_NORMS]
+    out.append(Sample((np.zeros((2, 2), dtype),), {"p": "fro"}, grad=False))  # singular: inf
+    return out
+
+
+def _cond_by_norms(torch, a, p):
+    """What torch.linalg.cond computes for these orders, whose backward fails in PyTorch 2.13
+    (it modifies linalg_inv_ex's output in place)."""
+    return torch.linalg.matrix_norm(a, p) * torch.linalg.matrix_norm(torch.linalg.inv(a), p)
+
+
+def _tensorinv_samples(rng, dtype):
+    return [
+        Sample((_well_conditioned(rng, dtype, (6, 6)).reshape(6, 2, 3),), {"ind": 1}),
+        Sample((_well_conditioned(rng, dtype, (4, 4)).reshape(2, 2, 4),), {"ind": 2}),
+    ]
+
+
+def _tensorsolve_samples(rng, dtype):
+    a = _well_conditioned(rng, dtype, (6, 6))
+    return [
+        Sample((a.reshape(2, 3, 6), make_array(rng, (2, 3), dtype))),
+        Sample((a.reshape(6, 2, 3), make_array(rng, (6,), dtype))),
+        Sample(
+            (a.reshape(2, 3, 6).transpose(0, 2, 1).copy(), make_array(rng, (2, 3), dtype)),
+            {"dims": (1,)},
+        ),
+    ]
+
+
+def _geqrf_samples(shapes):
+    """LAPACK's QR storage (from NumPy's raw mode) for the Householder records."""
+
+    def build(rng, dtype):
+        out = []
+        for shape in shapes:
+            a = make_array(rng, shape, dtype)
+            h, tau = np.linalg.qr(a.reshape(-1, *shape[-2:])[0], mode="raw")
+            out.append(Sample((np.ascontiguousarray(h.T).astype(dtype), tau.astype(dtype))))
+        return out
+
+    return build
+
+
+def _ormqr_samples(rng, dtype):
+    out = []
+    for left, transpose in ((True, False), (True, True), (False, False), (False, True)):
+        h, tau = _geqrf_samples(((4, 3),))(rng, dtype)[0].args
+        other = make_array(rng, (4, 2) if left else (2, 4), dtype)
+        out.append(Sample((h, tau, other), {"left": left, "transpose": transpose}))
+    return out
+
+
+RECORDS += [
+    OpInfo("linalg.cond", _cond_samples, dtypes=SOLVER_DTYPES),
+    OpInfo("linalg.cond", _cond_norm_samples, dtypes=SOLVER_DTYPES, grad=False, variant="norms"),
+    OpInfo(
+        "linalg.cond",
+        lambda rng, dtype: [s for s in _cond_norm_samples(rng, dtype) if s.grad],
+        torch=_cond_by_norms,
+        dtypes=FLOATS,
+        variant="norms_grad",
+    ),
+    OpInfo("linalg.tensorinv", _tensorinv_samples, dtypes=SOLVER_DTYPES),
+    OpInfo("linalg.tensorsolve", _tensorsolve_samples, dtypes=SOLVER_DTYPES),
+    OpInfo(
+        "linalg.vander",
+        lambda rng, dtype: [
+            Sample((make_array(rng, (3,), dtype),)),
+            Sample((make_array(rng, (2, 3), dtype),), {"N": 4}),
+            Sample((np.array([0.0, 1.0, -2.0], dtype),), {"N": 2}),
+        ],
+        dtypes=(*FLOATS, *COMPLEX, *INTS),
+    ),
+    OpInfo(
+        "linalg.diagonal",
+        _with_kwargs(
+            ((((3, 4),), {}), (((2, 3, 3),), {"offset": 1}), (((2, 3, 4),), {"dim1": 0, "dim2": 2}))
+        ),
+    ),
+    OpInfo(
+        "linalg.householder_product",
+        _geqrf_samples(((3, 3), (4, 2), (5, 3))),
+        dtypes=SOLVER_DTYPES,
+    ),
+    OpInfo("orgqr", _geqrf_samples(((4, 3),))),
+    OpInfo("ormqr", _ormqr_samples, dtypes=SOLVER_DTYPES),
+    OpInfo(
+        "chain_matmul",
+        _shaped(((2, 3), (3, 4), (4, 2)), ((3, 2),)),
+        torch=_deprecated("chain_matmul"),
+    ),
 ]
