@@ -78,7 +78,9 @@ from .ops.linalg_rank import *
 from .ops.linalg_svd import *
 from .ops.nn.softmax import log_softmax, softmax
 from .ops.random import *
+from .ops.predicates import *
 from .ops.reduction import *
+from .ops.shorthands import *
 from .ops.shape import *
 from .ops.special import *
 from .ops.spectral import *
