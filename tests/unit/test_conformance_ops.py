@@ -117,6 +117,22 @@ def test_histogram_checks_its_input_bins_and_weight():
         flow.histogram(x, 3, weight=flow.ones(2))
 
 
+def test_histogramdd_checks_points_bins_range_and_weight():
+    points = flow.zeros(4, 2)
+    with pytest.raises(ShapeError, match=r"histogramdd: expected an input of \(\.\.\., D\) points"):
+        flow.histogramdd(flow.zeros(4), bins=2)
+    with pytest.raises(
+        ShapeError, match="histogramdd: expected bins for each of the 2 dims"
+    ):
+        flow.histogramdd(points, bins=[2, 2, 2])
+    with pytest.raises(ShapeError, match="histogramdd: expected 4 range values"):
+        flow.histogramdd(points, bins=2, range=[0.0, 1.0])
+    with pytest.raises(ShapeError, match=r"histogramdd: weight must have one value per point"):
+        flow.histogramdd(points, bins=2, weight=flow.ones(3))
+    with pytest.raises(TideflowError, match=r"histogramdd: bins must be > 0, got \[2, 0\]"):
+        flow.histogramdd(points, bins=[2, 0])
+
+
 # -- finite differences and integrals -------------------------------------------------------
 def test_diff_checks_its_order_and_the_extra_slices():
     x = flow.tensor([1.0, 2.0, 4.0])

@@ -1,5 +1,5 @@
 """Statistics of samples: quantiles (`quantile`, `nanquantile`), covariance and correlation
-(`cov`, `corrcoef`) and histograms (`histogram`).
+(`cov`, `corrcoef`) and histograms (`histogram`, `histogramdd`).
 
 Quantiles and moments are compositions of sorting, gathering and arithmetic, as in PyTorch,
 so they differentiate through those ops. Histograms count and have no gradient.
@@ -23,9 +23,10 @@ from .creation import on_placement_of, tensor
 from .linalg import matmul
 from .unary import sqrt
 
-__all__ = ["quantile", "nanquantile", "cov", "corrcoef", "histogram"]
+__all__ = ["quantile", "nanquantile", "cov", "corrcoef", "histogram", "histogramdd"]
 
 _HistogramResult = namedtuple("histogram", ["hist", "bin_edges"])
+_HistogramddResult = namedtuple("histogramdd", ["hist", "bin_edges"])
 _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 _FLOAT_OR_DOUBLE = (dtypes.float32, dtypes.float64)
 
@@ -260,19 +261,29 @@ def _uniform_edges(op: str, data: np.ndarray, bins: int, range, dtype) -> np.nda
     return np.linspace(lo, hi, bins + 1).astype(dtype)
 
 
-def _count(data: np.ndarray, edges: np.ndarray, weight, density: bool) -> np.ndarray:
-    """Counts (or weight sums) of the values in each bin: a value falls in the bin whose left
-    edge it reaches, the last bin closed on the right; values outside are left out. Densities
-    divide by the total and by each bin's width."""
-    position = np.searchsorted(edges, data, side="right") - 1
-    position[data == edges[-1]] = len(edges) - 2  # the last bin's right edge belongs to it
-    inside = (position >= 0) & (position < len(edges) - 1)
+def _count(points: np.ndarray, edges: list[np.ndarray], weight, density: bool) -> np.ndarray:
+    """Counts (or weight sums) of the (N, D) points in each cell of the grid the D edge
+    arrays draw: along each axis a value falls in the bin whose left edge it reaches, the last
+    bin closed on the right; points outside are left out. Densities divide by the total and by
+    each cell's volume."""
+    inside = np.ones(len(points), bool)
+    cells = np.zeros(len(points), np.int64)
+    for axis, e in enumerate(edges):
+        column = points[:, axis]
+        position = np.searchsorted(e, column, side="right") - 1
+        position[column == e[-1]] = len(e) - 2  # the last bin's right edge belongs to it
+        inside &= (position >= 0) & (position < len(e) - 1)
+        cells = cells * (len(e) - 1) + np.clip(position, 0, len(e) - 2)
+    shape = tuple(len(e) - 1 for e in edges)
     w = None if weight is None else weight[inside]
-    hist = np.bincount(position[inside], weights=w, minlength=len(edges) - 1)
-    hist = hist.astype(data.dtype)
+    hist = np.bincount(cells[inside], weights=w, minlength=math.prod(shape)).reshape(shape)
+    hist = hist.astype(points.dtype)
     if density:
-        hist = hist / hist.sum() / np.diff(edges)
-    return hist.astype(data.dtype, copy=False)
+        volumes = np.ones((), points.dtype)
+        for e in edges:
+            volumes = np.multiply.outer(volumes, np.diff(e))
+        hist = hist / hist.sum() / volumes
+    return hist.astype(points.dtype, copy=False)
 
 
 def _histogram_kernel(x, bins, weight, *, n_bins, range, density):
@@ -280,7 +291,7 @@ def _histogram_kernel(x, bins, weight, *, n_bins, range, density):
     data = x.reshape(-1)
     edges = bins if bins is not None else _uniform_edges("histogram", data, n_bins, range, x.dtype)
     w = None if weight is None else weight.reshape(-1)
-    return _count(data, edges, w, density), edges.copy()
+    return _count(data.reshape(-1, 1), [edges], w, density), edges.copy()
 
 
 def _histogram_meta(x, bins, weight, *, n_bins, range, density):
@@ -322,6 +333,112 @@ def histogram(input: Tensor, bins=100, *, range=None, weight: Tensor | None = No
     n_bins = None if edges is not None else bins
     attrs = {"n_bins": n_bins, "range": None if range is None else tuple(range), "density": density}
     return _HistogramResult(*dispatch(_histogram, (input, edges, weight), attrs))
+
+
+def _check_histogramdd(x, weight, edges, bin_counts, range) -> tuple[int, ...]:
+    """The bins per axis, after PyTorch's checks (metas or arrays, as `_check_histogram`)."""
+    op = "histogramdd"
+    dtype = _dtype(x)
+    if dtype not in _FLOAT_OR_DOUBLE:
+        raise DTypeError(f"{op}: expected a float32 or float64 input, got {dtype.name}")
+    if len(x.shape) < 2:
+        raise ShapeError(
+            f"{op}: expected an input of (..., D) points, at least 2 dims, got shape "
+            f"{list(x.shape)}"
+        )
+    d = x.shape[-1]
+    counts = tuple(e.shape[0] - 1 for e in edges) if bin_counts is None else bin_counts
+    if len(counts) != d:
+        raise ShapeError(f"{op}: expected bins for each of the {d} dims, got {len(counts)}")
+    for e in edges:
+        if len(e.shape) != 1 or e.shape[0] < 1 or _dtype(e) is not dtype:
+            raise ShapeError(
+                f"{op}: bins must be non-empty 1-d tensors of the input's dtype, got "
+                f"Tensor{list(e.shape)}:{_dtype(e).name}"
+            )
+    if any(c <= 0 for c in counts):
+        raise TideflowError(f"{op}: bins must be > 0, got {list(counts)}")
+    if range is not None and len(range) != 2 * d:
+        raise ShapeError(
+            f"{op}: expected {2 * d} range values (min, max per dim), got {len(range)}"
+        )
+    if weight is not None and (weight.shape != x.shape[:-1] or _dtype(weight) is not dtype):
+        raise ShapeError(
+            f"{op}: weight must have one value per point, of the input's dtype: shape "
+            f"{list(x.shape[:-1])}, got Tensor{list(weight.shape)}:{_dtype(weight).name}"
+        )
+    return counts
+
+
+def _histogramdd_kernel(x, weight, *edges, bin_counts, range, density):
+    counts = _check_histogramdd(x, weight, edges, bin_counts, range)
+    points = x.reshape(-1, x.shape[-1])
+    if bin_counts is not None:
+        edges = tuple(
+            _uniform_edges(
+                "histogramdd",
+                points[:, axis],
+                n,
+                None if range is None else range[2 * axis : 2 * axis + 2],
+                x.dtype,
+            )
+            for axis, n in enumerate(counts)
+        )
+    w = None if weight is None else weight.reshape(-1)
+    return (_count(points, list(edges), w, density), *(e.copy() for e in edges))
+
+
+def _histogramdd_meta(x, weight, *edges, bin_counts, range, density):
+    counts = _check_histogramdd(x, weight, edges, bin_counts, range)
+    return (Meta(counts, x.dtype), *(Meta((n + 1,), x.dtype) for n in counts))
+
+
+def _histogramdd_sbp(x, weight, *edges, bin_counts, **_) -> list[Signature]:
+    # NOTE: broadcast only, as histogram's
+    n_out = 1 + (len(edges) if bin_counts is None else len(bin_counts))
+    ins = (B, None if weight is None else B, *(B for _ in edges))
+    return [Signature(ins, (B,) * n_out)]
+
+
+_histogramdd = defop(
+    "histogramdd",
+    inputs=("input", "weight", "*bins"),
+    optional=("weight",),
+    meta=_histogramdd_meta,
+    sbp=_histogramdd_sbp,
+    kernels={"cpu": _histogramdd_kernel},
+    differentiable=False,
+    n_out=None,
+)
+
+
+@checked
+def histogramdd(input: Tensor, bins=10, *, range=None, weight: Tensor | None = None,
+                density=False):  # fmt: skip
+    """The D-dimensional histogram of the points in the last dim of `input` (..., D): `bins`
+    per dim (an int for all, one int each, or one 1-d tensor of edges each), over `range`
+    (min and max of each dim in turn; the points' extent by default). Returns the counts (or
+    `weight` sums, one weight per point; densities with `density`) and a tuple of the bin
+    edges. float32/float64 only; no gradient.
+
+    >>> points = flow.tensor([[0.0, 1.0], [1.0, 0.0], [2.0, 0.0], [2.0, 2.0]])
+    >>> flow.histogramdd(points, bins=2).hist  # x in [0, 1) or [1, 2], y likewise
+    tensor([[0., 1.],
+            [2., 1.]])
+    """
+    if isinstance(bins, tuple | list) and bins and isinstance(bins[0], Tensor):
+        edges, bin_counts = tuple(bins), None
+    else:
+        dims = input.shape[-1] if input.ndim else 0
+        edges = ()
+        bin_counts = tuple(bins) if isinstance(bins, tuple | list) else (bins,) * dims
+    attrs = {
+        "bin_counts": bin_counts,
+        "range": None if range is None else tuple(range),
+        "density": density,
+    }
+    hist, *edges_out = dispatch(_histogramdd, (input, weight, *edges), attrs)
+    return _HistogramddResult(hist, tuple(edges_out))
 
 
 methods(

@@ -145,6 +145,46 @@ def _histogram_op(x, bins=100, **kwargs):
     return _histogram_call(tideflow, x, bins, **kwargs)
 
 
+def _histogramdd_samples(rng, dtype):
+    points = make_array(rng, (12, 2), dtype)
+    weight = make_array(rng, (12,), dtype, 0.0, 2.0)
+    return [
+        Sample((points,), {"bins": 3}),
+        Sample((points,), {"bins": [2, 4], "range": [-1.0, 1.0, -2.0, 2.0]}),
+        Sample((points,), {"bins": (3, 2), "weight": weight, "density": True}),
+        Sample((make_array(rng, (2, 5, 3), dtype),), {"bins": 2}),
+        Sample((make_array(rng, (6, 1), dtype),), {"bins": [4], "weight": weight[:6]}),
+        Sample((np.zeros((0, 2), dtype),), {"bins": 2}),
+    ]
+
+
+def _histogramdd_edge_samples(rng, dtype):
+    def edges(n):
+        return np.sort(make_array(rng, (n,), dtype, -2.5, 2.5))
+
+    points = make_array(rng, (10, 2), dtype)
+    return [
+        Sample((points, edges(4), edges(3))),
+        Sample((points, edges(2), edges(5)), {"density": True}),
+    ]
+
+
+def _histogramdd_call(module, x, *edges, **kwargs):
+    """Edges given positionally (so the harness makes them tensors) and a keyword `weight`
+    made a tensor on each side."""
+    if isinstance(kwargs.get("weight"), np.ndarray):
+        kwargs["weight"] = module.from_numpy(kwargs["weight"].copy())
+    if edges:
+        kwargs["bins"] = list(edges)
+    return module.histogramdd(x, **kwargs)
+
+
+def _histogramdd_op(x, *edges, **kwargs):
+    import tideflow
+
+    return _histogramdd_call(tideflow, x, *edges, **kwargs)
+
+
 RECORDS = [
     OpInfo("quantile", _quantile_samples),
     OpInfo("quantile", _quantile_nan_samples, variant="nan", grad=False),
@@ -158,6 +198,21 @@ RECORDS = [
         _histogram_samples,
         op=_histogram_op,
         torch=_histogram_call,
+        grad=False,
+    ),
+    OpInfo(
+        "histogramdd",
+        _histogramdd_samples,
+        op=_histogramdd_op,
+        torch=_histogramdd_call,
+        grad=False,
+    ),
+    OpInfo(
+        "histogramdd",
+        _histogramdd_edge_samples,
+        variant="edges",
+        op=_histogramdd_op,
+        torch=_histogramdd_call,
         grad=False,
     ),
 ]
