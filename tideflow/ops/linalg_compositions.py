@@ -1,26 +1,28 @@
 """torch.linalg functions PyTorch composes of other ops, composed the same way here: the
-condition number, tensor inverses and solves, Vandermonde matrices, `linalg.diagonal`,
-Householder products (`householder_product`/`orgqr`, `ormqr`) and torch.chain_matmul.
-Their gradients are those of the ops they are made of.
+condition number, tensor inverses and solves, Vandermonde matrices, `linalg.diagonal`, and
+torch's older `qr` and `chain_matmul`. Their gradients are those of the ops they are made of.
 """
 
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 
 from ..framework.errors import ShapeError, TideflowError
 from ..framework.tensor import Tensor
 from ._rules import checked, methods
 from .binary import where
-from .creation import eye, on_placement_of, ones_like
-from .linalg import LINALG_NAMESPACE, _check_square, _mH, inv, matmul, multi_dot, solve
+from .creation import ones_like
+from .linalg import LINALG_NAMESPACE, _check_square, inv, multi_dot, solve
+from .linalg import qr as linalg_qr
 from .linalg_ex import inv_ex
 from .linalg_svd import svdvals
 from .reduction import cumprod, matrix_norm
-from .shape import cat, diagonal, movedim, narrow, tril
+from .shape import cat, diagonal, movedim, narrow
 
-__all__ = ["chain_matmul", "orgqr", "ormqr"]
+__all__ = ["chain_matmul", "qr"]
 
+QRResult = namedtuple("qr", ["Q", "R"])
 _SINGULAR_VALUE_ORDS = (None, 2, -2)
 _NORM_ORDS = ("fro", "nuc", math.inf, -math.inf, 1, -1)
 
@@ -121,51 +123,10 @@ def linalg_diagonal(A: Tensor, *, offset=0, dim1=-2, dim2=-1):
     return diagonal(A, offset, dim1, dim2)
 
 
-def _reflectors(A: Tensor, tau: Tensor, columns: int):
-    """The first `columns` columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^H, v_i being A's
-    i-th column below the diagonal with a unit diagonal entry (LAPACK's geqrf storage)."""
-    op = "linalg.householder_product"
-    if A.ndim < 2 or A.shape[-2] < A.shape[-1]:
-        raise ShapeError(f"{op}: expected A of shape (*, m, n) with m >= n, got {list(A.shape)}")
-    m, n = A.shape[-2:]
-    k = tau.shape[-1] if tau.ndim else 0
-    if tau.ndim != A.ndim - 1 or k > n or tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
-        raise ShapeError(
-            f"{op}: expected tau of shape (*, k) with k <= {n} and A's batch dims, got "
-            f"{list(tau.shape)} for A of shape {list(A.shape)}"
-        )
-    placed = on_placement_of(A)
-    vectors = tril(A, -1) + eye(m, n, dtype=A.dtype, **placed)
-    q = eye(m, columns, dtype=A.dtype, **placed).expand(*A.shape[:-2], m, columns)
-    for i in reversed(range(k)):  # H_i (H_{i+1} ... H_k): each applied to the columns so far
-        v = narrow(vectors, -1, i, 1)
-        scale = narrow(tau, -1, i, 1).unsqueeze(-1)
-        q = q - matmul(v * scale, matmul(_mH(v), q))
-    return q
-
-
 @checked
-def householder_product(A: Tensor, tau: Tensor):
-    """The first n columns of the product of Householder reflectors H_1 ... H_k stored as
-    LAPACK's geqrf stores them (A's columns below the diagonal, scales tau): the Q of a QR
-    decomposition from `geqrf`'s output."""
-    return _reflectors(A, tau, A.shape[-1] if A.ndim >= 2 else 0)
-
-
-@checked
-def orgqr(input: Tensor, tau: Tensor):
-    """torch.orgqr: `linalg.householder_product`."""
-    return householder_product(input, tau)
-
-
-@checked
-def ormqr(input: Tensor, tau: Tensor, other: Tensor, left=True, transpose=False):
-    """`other` multiplied by the full m x m Q of the reflectors in (input, tau): Q C (left) or
-    C Q, with Q^H in place of Q when `transpose`."""
-    q = _reflectors(input, tau, input.shape[-2] if input.ndim >= 2 else 0)
-    if transpose:
-        q = _mH(q)
-    return matmul(q, other) if left else matmul(other, q)
+def qr(input: Tensor, some=True):
+    """torch.qr: `linalg.qr` with mode 'reduced' (some=True) or 'complete'."""
+    return QRResult(*linalg_qr(input, "reduced" if some else "complete"))
 
 
 @checked
@@ -188,6 +149,5 @@ LINALG_NAMESPACE.update(
     tensorsolve=tensorsolve,
     vander=vander,
     diagonal=linalg_diagonal,
-    householder_product=householder_product,
 )
-methods(orgqr=orgqr, ormqr=ormqr)
+methods(qr=qr)

@@ -935,3 +935,8 @@ RECORDS += [
         torch=_deprecated("chain_matmul"),
     ),
 ]
+RECORDS += [
+    OpInfo("geqrf", _matrices((4, 3), (3, 4), (2, 3, 3), (0, 3)), dtypes=SOLVER_DTYPES, grad=False),
+    OpInfo("qr", _matrices((3, 2), (2, 2, 3)), torch=_deprecated("qr"), dtypes=SOLVER_DTYPES),
+    OpInfo("qr", _matrices((3, 3), some=False), torch=_deprecated("qr"), variant="complete"),
+]
