@@ -14,9 +14,8 @@ import pytest
 
 import tideflow as flow
 from tideflow import mock_torch, nn
-from tideflow.framework.errors import UnsupportedError
 
-from ._onnx_support import U32, check_model, onnx, run_onnxruntime
+from ._onnx_support import U32, check_model, eager, float32_bound, onnx, run_onnxruntime
 
 tideflow_onnx = pytest.importorskip("tideflow.onnx")
 models = flow.models
@@ -108,15 +107,21 @@ def test_rnn(tmp_path, name, with_state):
     _check(tmp_path, make, inputs, 5 * probe.num_layers, 12, axes)
 
 
-def test_rnn_sequence_length_cannot_be_dynamic(tmp_path):
-    with pytest.raises(UnsupportedError, match="runs different ops when the dynamic axes"):
-        tideflow_onnx.export(
-            nn.GRU(4, 8),
-            flow.randn(5, 2, 4),
-            tmp_path / "gru.onnx",
-            input_names=["x"],
-            dynamic_axes={"x": [0]},
-        )
+def test_rnn_sequence_length_is_dynamic(tmp_path):
+    """Without gradients each layer and direction is one op, ONNX's LSTM in the file: the
+    number of time steps may change too."""
+    flow.manual_seed(0)
+    model = nn.LSTM(4, 8, num_layers=2, bidirectional=True)
+    path = tmp_path / "lstm.onnx"
+    tideflow_onnx.export(
+        model, flow.randn(5, 2, 4), path, input_names=["x"], dynamic_axes={"x": [0, 1]}
+    )
+    assert [n.op_type for n in onnx.load(str(path)).graph.node].count("LSTM") == 4
+    x = flow.randn(9, 3, 4)
+    got = run_onnxruntime(path, {"x": x.numpy()})
+    want = eager(model, (x,))
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=0, atol=float32_bound(2 * 9, 12, [w]))
 
 
 # -- attention and Transformer layers ------------------------------------------------------

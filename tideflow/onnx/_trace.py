@@ -94,8 +94,8 @@ def dynamic_dims(first: Program, second: Program) -> tuple[dict, dict]:
         raise UnsupportedError(
             "onnx.export: the model runs different ops when the dynamic axes change size "
             f"(from op {at}, {node.op.name!r} in module {module!r}): Python code that loops "
-            "or branches on a size (an unrolled RNN over time steps) cannot follow a dynamic "
-            "axis; export with that axis static"
+            "or branches on a size (a loop over time steps) cannot follow a dynamic axis; "
+            "export with that axis static"
         )
     maps: tuple[dict, dict] = ({}, {})
     pairs = [*zip(first.feeds, second.feeds, strict=True)]

@@ -8,6 +8,8 @@ hidden state (h @ W_hh^T + b_hh and the gates); the steps' outputs are joined wi
 Backward is autograd through those ops. Sequences travel in packed layout (the rows of each
 time step one after another, `batch_sizes[t]` of them): a padded batch is the case where
 every step holds the whole batch, and a PackedSequence lets the batch shrink as sequences end.
+Without gradients, a padded batch runs each (layer, direction) as one op
+(`ops/nn/rnn.rnn_sequence`: one kernel, one graph node, ONNX's own RNN operators).
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ import warnings
 from collections.abc import Callable
 from typing import NamedTuple
 
+from ...framework import dtype as dtypes
 from ...framework.errors import ShapeError
+from ...framework.grad_mode import is_grad_enabled
 from ...framework.tensor import Tensor
 from ...ops.creation import empty, zeros
+from ...ops.nn.rnn import rnn_sequence
 from ...ops.shape import cat, stack
 from .. import functional as F
 from .. import init
@@ -125,6 +130,25 @@ def _run_direction(x, batch_sizes: list, state: tuple, w: _Weights, step, revers
     if ended:  # sequences end shortest first, so the last to end fill the lowest rows
         state = tuple(cat(parts) for parts in zip(state, *reversed(ended), strict=True))
     return cat(outputs), state
+
+
+def _sequence_op(mode: str, x, batch_sizes: list, state: tuple, w: _Weights, reverse: bool):
+    """`_run_direction` as one op where it can be: every step holds the whole batch, no
+    gradient is needed, float32/float64 and no LSTM projection. None elsewhere."""
+    tensors = [x, *state, *(t for t in w if t is not None)]
+    if (
+        len(set(batch_sizes)) != 1
+        or w.w_hr is not None
+        or x.dtype not in (dtypes.float32, dtypes.float64)
+        or (is_grad_enabled() and any(t.requires_grad for t in tensors))
+    ):
+        return None
+    steps, batch = len(batch_sizes), batch_sizes[0]
+    c0 = state[1] if mode == "LSTM" else None
+    y, *final = rnn_sequence(
+        mode, x.reshape(steps, batch, x.shape[-1]), state[0], c0, *w[:4], reverse=reverse
+    )
+    return y.reshape(steps * batch, y.shape[-1]), tuple(final)
 
 
 def _check_dtype(layer: str, input: Tensor, weight: Tensor) -> None:
@@ -402,10 +426,10 @@ class RNNBase(Module):
             outputs = []
             for direction in range(directions):
                 k = layer * directions + direction
-                out, final = _run_direction(
-                    x, batch_sizes, tuple(part[k] for part in initial),
-                    self._weights(self._all_weights[k]), step, reverse=direction == 1,
-                )  # fmt: skip
+                args = (x, batch_sizes, tuple(part[k] for part in initial),
+                        self._weights(self._all_weights[k]))  # fmt: skip
+                fused = _sequence_op(self.mode, *args, reverse=direction == 1)
+                out, final = fused or _run_direction(*args, step, reverse=direction == 1)
                 outputs.append(out)
                 finals.append(final)
             x = outputs[0] if directions == 1 else cat(outputs, 1)
