@@ -13,6 +13,7 @@ from . import (
     distributed,
     env,
     fft,
+    func,
     linalg,
     models,
     nn,
@@ -62,6 +63,7 @@ from .framework.grad_mode import (
     set_grad_enabled,
 )
 from .framework.tensor import Size, Tensor
+from .func import vmap
 from .io import load, save
 from .ops.assembly import *
 from .ops.binary import *
@@ -78,11 +80,11 @@ from .ops.linalg_matrix_exp import *
 from .ops.linalg_rank import *
 from .ops.linalg_svd import *
 from .ops.nn.softmax import log_softmax, softmax
-from .ops.random import *
 from .ops.predicates import *
+from .ops.random import *
 from .ops.reduction import *
-from .ops.shorthands import *
 from .ops.shape import *
+from .ops.shorthands import *
 from .ops.special import *
 from .ops.spectral import *
 from .ops.statistics import *
