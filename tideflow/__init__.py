@@ -75,6 +75,7 @@ from .ops.indexing import *
 from .ops.linalg import *
 from .ops.linalg_compositions import *
 from .ops.linalg_householder import *
+from .ops.linalg_lowrank import *
 from .ops.linalg_lu import *
 from .ops.linalg_matrix_exp import *
 from .ops.linalg_rank import *

@@ -91,3 +91,26 @@ def test_lu_without_pivoting_is_refused_as_pytorch_refuses_it_on_cpu():
 def test_solve_triangular_needs_a_matrix_right_hand_side():
     with pytest.raises(ShapeError, match="B must have at least 2 dimensions, got shape \\[3\\]"):
         flow.linalg.solve_triangular(flow.eye(3), flow.ones(3), upper=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@pytest.mark.parametrize("shape", [(6, 4), (2, 3, 5)])
+def test_svd_lowrank_reproduces_a_matrix_of_rank_q(shape, dtype):
+    """Whatever the random sketch, a matrix of rank q is reproduced, with its singular values
+    (the op database compares the same against PyTorch, without the RNG's values)."""
+    rng = np.random.default_rng(0)
+    *batch, m, n = shape
+    left = rng.standard_normal((*batch, m, 2)).astype(dtype)
+    a = left @ rng.standard_normal((*batch, 2, n)).astype(dtype)
+    u, s, v = flow.svd_lowrank(flow.from_numpy(a), q=2)
+    rebuilt = (u.numpy() * s.numpy()[..., None, :]) @ np.conj(np.swapaxes(v.numpy(), -1, -2))
+    np.testing.assert_allclose(rebuilt, a, atol=1e-10)
+    np.testing.assert_allclose(s.numpy(), np.linalg.svd(a, compute_uv=False)[..., :2], rtol=1e-10)
+
+
+def test_pca_lowrank_centers_the_columns():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((8, 2)) @ rng.standard_normal((2, 5)) + rng.standard_normal(5)
+    u, s, v = flow.pca_lowrank(flow.from_numpy(a), q=2)
+    centered = a - a.mean(0)
+    np.testing.assert_allclose((u.numpy() * s.numpy()) @ v.numpy().T, centered, atol=1e-10)

@@ -940,3 +940,54 @@ RECORDS += [
     OpInfo("qr", _matrices((3, 2), (2, 2, 3)), torch=_deprecated("qr"), dtypes=SOLVER_DTYPES),
     OpInfo("qr", _matrices((3, 3), some=False), torch=_deprecated("qr"), variant="complete"),
 ]
+
+
+# -- randomized low-rank decompositions ---------------------------------------------------------
+def _lowrank_reproduced(name):
+    """S and U diag(S) V^H, which for a matrix of rank q do not depend on the random sketch
+    (the factors themselves do, by a phase per singular pair)."""
+
+    def call(lib, *args, **kwargs):
+        u, s, v = getattr(lib, name)(*args, **kwargs)
+        return s, (u * s.unsqueeze(-2).to(u.dtype)) @ v.mH
+
+    return call
+
+
+def _lowrank_samples(rng, dtype):
+    shift = make_array(rng, (5, 4), dtype)
+    return [
+        Sample((_rank_deficient(rng, dtype, (6, 4), 2),), {"q": 2}),
+        Sample((_rank_deficient(rng, dtype, (2, 3, 5), 3),), {"q": 3, "niter": 1}),
+        # A - M of rank 2 (M goes positionally: keyword arrays stay NumPy)
+        Sample(((_rank_deficient(rng, dtype, (5, 4), 2) + shift).astype(dtype), 2, 2, shift)),
+    ]
+
+
+def _pca_samples(rng, dtype):
+    return [
+        Sample((_rank_deficient(rng, dtype, (6, 4), 2),), {"q": 2}),
+        Sample((_rank_deficient(rng, dtype, (5, 4), 3),), {"q": 3, "center": False}),
+    ]
+
+
+RECORDS += [
+    OpInfo(
+        "svd_lowrank",
+        _lowrank_samples,
+        op=functools.partial(_lowrank_reproduced("svd_lowrank"), flow),
+        torch=_lowrank_reproduced("svd_lowrank"),
+        dtypes=SOLVER_DTYPES,
+        grad=False,  # a function of the random sketch away from rank-q matrices
+        random=True,  # a random sketch inside (values: tests/unit/test_linalg_decompositions)
+    ),
+    OpInfo(
+        "pca_lowrank",
+        _pca_samples,
+        op=functools.partial(_lowrank_reproduced("pca_lowrank"), flow),
+        torch=_lowrank_reproduced("pca_lowrank"),
+        dtypes=SOLVER_DTYPES,
+        grad=False,
+        random=True,
+    ),
+]
