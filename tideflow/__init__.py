@@ -65,6 +65,7 @@ from .framework.grad_mode import (
 from .framework.tensor import Size, Tensor
 from .func import vmap
 from .io import load, save
+from .nn._top_level import *
 from .ops.assembly import *
 from .ops.binary import *
 from .ops.calculus import *
