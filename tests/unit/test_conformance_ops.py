@@ -121,9 +121,7 @@ def test_histogramdd_checks_points_bins_range_and_weight():
     points = flow.zeros(4, 2)
     with pytest.raises(ShapeError, match=r"histogramdd: expected an input of \(\.\.\., D\) points"):
         flow.histogramdd(flow.zeros(4), bins=2)
-    with pytest.raises(
-        ShapeError, match="histogramdd: expected bins for each of the 2 dims"
-    ):
+    with pytest.raises(ShapeError, match="histogramdd: expected bins for each of the 2 dims"):
         flow.histogramdd(points, bins=[2, 2, 2])
     with pytest.raises(ShapeError, match="histogramdd: expected 4 range values"):
         flow.histogramdd(points, bins=2, range=[0.0, 1.0])
@@ -255,3 +253,26 @@ def test_docstring_examples_run():
     added += (reduction.logcumsumexp, reduction.renorm)
     for fn in added:
         run_doctests(inspect.unwrap(fn))
+
+
+# -- arguments of the wrong kind (found by the op fuzzer) -------------------------------------
+def test_wrong_kinds_of_arguments_raise_naming_the_op():
+    x = flow.ones(2, 2)
+    with pytest.raises(ArgumentError, match=r"float_power\(\): expected a tensor"):
+        flow.float_power(2.5, 1.5)
+    with pytest.raises(ArgumentError, match=r"rot90\(\): argument 'k' must be int, not tuple"):
+        flow.rot90(x, ())
+    with pytest.raises(ArgumentError, match=r"renorm\(\): argument 'maxnorm' must be a number"):
+        flow.renorm(x, 2, 0, None)
+    with pytest.raises(ArgumentError, match=r"cov\(\): argument 'correction' must be a number"):
+        flow.cov(x, correction=[1, 2])
+    with pytest.raises(ArgumentError, match=r"gradient\(\): argument 'dim' must be int"):
+        flow.gradient(x, dim=float("nan"))
+    with pytest.raises(TideflowError, match=r"histogram: bin edges must increase monotonically"):
+        flow.histogram(flow.tensor([1.0]), flow.tensor([0.0, 2.0, 1.0]))
+    with pytest.raises(TideflowError, match=r"histogramdd: bin edges must increase"):
+        flow.histogramdd(flow.ones(3, 1), bins=[flow.tensor([1.0, 0.0])])
+
+
+def test_combinations_longer_than_the_input_are_none():
+    assert flow.combinations(flow.arange(4), 2**31).shape == (0, 2**31)

@@ -76,6 +76,8 @@ def combinations(input: Tensor, r=2, with_replacement=False):
         raise TideflowError(f"combinations: expected r to be a non-negative int, got {r!r}")
     if r == 0:
         return input[:0]
+    if r > input.shape[0] and not with_replacement:  # none: no positions to enumerate
+        return input[:0].reshape(0, r)
     positions = _combination_positions(input.shape[0], r, with_replacement)
     index = tensor(positions, dtype=dtypes.int64, **on_placement_of(input))
     return index_select(input, 0, index).reshape(-1, r)

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..framework import dtype as dtypes
 from ..framework.dispatch import computation_dtype, inplace
-from ..framework.errors import DTypeError, TideflowError
+from ..framework.errors import ArgumentError, DTypeError, TideflowError
 from ..framework.tensor import Tensor
 from ._onnx_rules import as_bool, in_int32, nan_extremum, onnx_binary, operands_like, opset_at_least
 from ._rules import (
@@ -1024,6 +1024,11 @@ def float_power(input: Tensor | Number, exponent: Tensor | Number):
     >>> flow.float_power(flow.tensor([2, 3]), 2)
     tensor([4., 9.], dtype=tideflow.float64)
     """
+    if not isinstance(input, Tensor) and not isinstance(exponent, Tensor):
+        raise ArgumentError(
+            f"float_power(): expected a tensor among input and exponent, got "
+            f"{type(input).__name__} and {type(exponent).__name__}"
+        )
     wide = _float_power_dtype(input, exponent)
     base, power = (a.to(wide) if isinstance(a, Tensor) else a for a in (input, exponent))
     if not isinstance(base, Tensor):

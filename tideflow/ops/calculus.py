@@ -151,6 +151,8 @@ def gradient(input: Tensor, *, spacing=1, dim=None, edge_order=1):
     if edge_order not in (1, 2):
         raise TideflowError(f"gradient: edge_order must be 1 or 2, got {edge_order!r}")
     every = tuple(range(input.ndim))
+    if isinstance(dim, numbers.Number):  # one dim; a float is refused as a dim
+        dim = (dim,)
     dims = every if dim is None else normalize_dims("gradient", dim, input.ndim)
     for d in dims:
         if input.ndim == 0 or input.shape[d] < edge_order + 1:

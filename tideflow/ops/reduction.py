@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import numbers
 from collections import namedtuple
 
 import ml_dtypes
@@ -21,7 +22,13 @@ import numpy as np
 
 from ..framework import dtype as dtypes
 from ..framework.dispatch import inplace
-from ..framework.errors import DTypeError, ShapeError, TensorIndexError, TideflowError
+from ..framework.errors import (
+    ArgumentError,
+    DTypeError,
+    ShapeError,
+    TensorIndexError,
+    TideflowError,
+)
 from ..framework.grad_mode import is_grad_enabled
 from ..framework.node import is_float
 from ..framework.sbp import Split
@@ -1146,6 +1153,11 @@ def renorm(input: Tensor, p, dim, maxnorm):
         )
     if not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise DTypeError(f"renorm: expected a floating point input, got {input.dtype.name}")
+    for name, value in (("p", p), ("maxnorm", maxnorm)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ArgumentError(
+                f"renorm(): argument '{name}' must be a number, not {type(value).__name__}"
+            )
     if not p > 0:
         raise TideflowError(f"renorm: expected a positive norm order p, got {p}")
     if not maxnorm >= 0:

@@ -1468,7 +1468,7 @@ def rot90(input: Tensor, k=1, dims=(0, 1)):
     first, second = (normalize_dim("rot90", d, input.ndim) for d in dims)
     if first == second:
         raise TensorIndexError(f"rot90: expected two different rotation dims, got {list(dims)}")
-    turns = k % 4
+    turns = int_arg("rot90", "k", k) % 4
     if turns == 1:
         return input.flip((second,)).transpose(first, second)
     if turns == 2:

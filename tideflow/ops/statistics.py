@@ -15,7 +15,7 @@ from numbers import Number
 import numpy as np
 
 from ..framework import dtype as dtypes
-from ..framework.errors import DTypeError, ShapeError, TideflowError
+from ..framework.errors import ArgumentError, DTypeError, ShapeError, TideflowError
 from ..framework.tensor import Tensor
 from ._rules import B, Meta, Signature, checked, defop, dispatch, methods, normalize_dim
 from .binary import lerp, where
@@ -170,6 +170,10 @@ def cov(input: Tensor, *, correction=1, fweights: Tensor | None = None,
         raise ShapeError(
             f"cov: expected an input of two or fewer dimensions, got shape {list(input.shape)}"
         )
+    if isinstance(correction, bool) or not isinstance(correction, Number):
+        raise ArgumentError(
+            f"cov(): argument 'correction' must be a number, not {type(correction).__name__}"
+        )
     x = input.reshape(1, -1) if input.ndim < 2 else input
     if not (x.dtype.is_floating_point or x.dtype.is_complex):
         x = x.to(dtypes.get_default_dtype())
@@ -243,6 +247,11 @@ def _check_histogram(x, bins, weight, n_bins) -> int:
     return n_bins
 
 
+def _check_increasing(op: str, edges: np.ndarray) -> None:
+    if np.any(edges[1:] < edges[:-1]) or np.isnan(edges).any():
+        raise TideflowError(f"{op}: bin edges must increase monotonically, got {edges.tolist()}")
+
+
 def _uniform_edges(op: str, data: np.ndarray, bins: int, range, dtype) -> np.ndarray:
     """bins + 1 evenly spaced edges over `range` (the data's extent by default; [0, 1] for no
     data), widened by 0.5 on each side where it is one point, as PyTorch does."""
@@ -289,6 +298,8 @@ def _count(points: np.ndarray, edges: list[np.ndarray], weight, density: bool) -
 def _histogram_kernel(x, bins, weight, *, n_bins, range, density):
     _check_histogram(x, bins, weight, n_bins)
     data = x.reshape(-1)
+    if bins is not None:
+        _check_increasing("histogram", bins)
     edges = bins if bins is not None else _uniform_edges("histogram", data, n_bins, range, x.dtype)
     w = None if weight is None else weight.reshape(-1)
     return _count(data.reshape(-1, 1), [edges], w, density), edges.copy()
@@ -373,6 +384,8 @@ def _check_histogramdd(x, weight, edges, bin_counts, range) -> tuple[int, ...]:
 def _histogramdd_kernel(x, weight, *edges, bin_counts, range, density):
     counts = _check_histogramdd(x, weight, edges, bin_counts, range)
     points = x.reshape(-1, x.shape[-1])
+    for e in edges:
+        _check_increasing("histogramdd", e)
     if bin_counts is not None:
         edges = tuple(
             _uniform_edges(
