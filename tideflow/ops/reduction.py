@@ -52,7 +52,8 @@ from ._rules import (
 from .binary import maximum, minimum, where
 from .complex import holomorphic, reject_complex
 from .creation import arange, ones_like, zeros_like
-from .linalg import LINALG_NAMESPACE, eigvalsh
+from .linalg import LINALG_NAMESPACE
+from .linalg_svd import svdvals
 from .shape import cat
 
 __all__ = [
@@ -1213,16 +1214,9 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None
 
 def _singular_value_norm(A, ord, rows: int, cols: int, keepdim: bool):
     batch = [d for d in range(A.ndim) if d not in (rows, cols)]
-    s = _singular_values(A.permute(*batch, rows, cols))
+    s = svdvals(A.permute(*batch, rows, cols))
     out = s.sum(-1) if ord == "nuc" else (amax(s, -1) if ord == 2 else amin(s, -1))
     return out.reshape(_keep_shape(tuple(A.shape), (rows, cols))) if keepdim else out
-
-
-def _singular_values(A):
-    """Singular values of the matrices in the last two dims: the square roots of the
-    eigenvalues of the smaller Gram matrix (NOTE: ops.linalg has no svd yet)."""
-    gram = A.mT @ A if A.shape[-2] >= A.shape[-1] else A @ A.mT
-    return eigvalsh(gram).clamp_min(0).sqrt()
 
 
 @checked
