@@ -22,7 +22,7 @@ def test_linalg_error_is_exposed_and_a_runtime_error():
 def test_svd_gradient_refuses_a_loss_that_depends_on_the_phase():
     a = _complex(3, 2).requires_grad_()
     u, _, _ = flow.linalg.svd(a, full_matrices=False)
-    with pytest.raises(TideflowError, match="defined up to a phase"):
+    with pytest.raises(TideflowError, match="singular vector pairs are defined up to a phase"):
         u.real.sum().backward()
 
 
@@ -114,3 +114,16 @@ def test_pca_lowrank_centers_the_columns():
     u, s, v = flow.pca_lowrank(flow.from_numpy(a), q=2)
     centered = a - a.mean(0)
     np.testing.assert_allclose((u.numpy() * s.numpy()) @ v.numpy().T, centered, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    ("decompose", "op"),
+    [
+        (lambda a: flow.linalg.eigh(a + a.mH).eigenvectors, "linalg.eigh"),
+        (lambda a: flow.linalg.eig(a).eigenvectors, "linalg.eig"),
+    ],
+)
+def test_eigenvector_gradients_refuse_a_loss_that_depends_on_the_phase(decompose, op):
+    a = _complex(3, 3).requires_grad_()
+    with pytest.raises(TideflowError, match=rf"{op}: the eigenvectors are defined up to a phase"):
+        decompose(a).real.sum().backward()

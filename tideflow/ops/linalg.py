@@ -1025,6 +1025,19 @@ def _mH(x):
     return conj(transpose(x, -2, -1))
 
 
+def _refuse_phase_dependence(op: str, vectors: str, phase) -> None:
+    """PyTorch's refusal of a complex loss that depends on the phase e^{i phi} that each of
+    the `vectors` is only defined up to: `phase` is the loss's derivative along those phases.
+    Read from the data in eager mode only (a traced graph has none; its gradient is then the
+    phase-free part)."""
+    data = phase._data
+    if isinstance(data, np.ndarray) and not np.allclose(data, 0, rtol=1e-2, atol=1e-2):
+        raise TideflowError(
+            f"{op}: the {vectors} are defined up to a phase e^{{i phi}}, and the loss depends "
+            "on it, so its gradient is ill-defined"
+        )
+
+
 def _batched_outer(u, v):
     """u[..., i] * v[..., j] over broadcast batch dims."""
     return u.reshape(*u.shape, 1) * v.reshape(*v.shape[:-1], 1, v.shape[-1])
@@ -1345,11 +1358,12 @@ EighResult = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
 
 def _eigh_grad(ctx, gl, gv):
     """A = V diag(L) V^H: grad_A = V (diag(gL) + skew(V^H gV) / E) V^H with E_ij = L_j - L_i
-    (distinct eigenvalues needed; skew(X) = (X - X^H) / 2). A complex V is defined up to a
-    phase per column; a loss that depends on it is not checked for (PyTorch raises)."""
+    (distinct eigenvalues needed; skew(X) = (X - X^H) / 2)."""
     values, vectors = ctx.out, ctx.out1
     n = values.shape[-1]
     vgv = matmul(_mH(vectors), gv)
+    if vgv.dtype.is_complex:
+        _refuse_phase_dependence("linalg.eigh", "eigenvectors", imag(diagonal(vgv, 0, -2, -1)))
     gaps = values.reshape(*values.shape[:-1], 1, n) - values.reshape(*values.shape, 1)
     # the skew part's diagonal is 0: shift the gaps' zero diagonal to 1 to keep it finite
     inner = (vgv - _mH(vgv)) * 0.5 / (gaps + eye(n, dtype=values.dtype)) + diag_embed(gl)
