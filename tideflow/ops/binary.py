@@ -419,6 +419,22 @@ def _isclose_onnx(g, x, y, *, rtol, atol, equal_nan):
     return g.op("Or", close, near)
 
 
+def _copysign_onnx(g, x, y):
+    """|x| with the sign bit of y (-0.0 counts as negative: 1 / -0.0 is -inf)."""
+    x, y = operands_like(g, x, y)
+    zero = g.tensor(0, x)
+    negative = g.op("Less", g.op("Where", g.op("Equal", y, zero), g.op("Reciprocal", y), y), zero)
+    size = g.op("Abs", x)
+    return g.op("Where", negative, g.op("Neg", size), size)
+
+
+def _heaviside_onnx(g, x, values):
+    # NOTE: nan steps to 0 (OpenVINO's Greater holds for nan: asked apart)
+    above = g.op("And", g.op("Greater", x, g.tensor(0, x)), g.op("Not", g.op("IsNaN", x)))
+    step = g.cast(above, g.out[0].dtype)
+    return g.op("Where", g.op("Equal", x, g.tensor(0, x)), g.tensor(values, x), step)
+
+
 def _lerp_onnx(g, x, end, weight):
     w = g.tensor(weight, x)
     return g.op("Add", x, g.op("Mul", w, g.op("Sub", end, x)))
@@ -839,6 +855,7 @@ _copysign = _binary(
     saves=("input", "out"),
     promote="float",
     scalar=_math2("copysign"),
+    onnx=_copysign_onnx,
 )
 _xlogy = _binary(
     "xlogy",
@@ -948,6 +965,7 @@ _heaviside = defop(
     differentiable=False,
     promote=None,
     elementwise=True,
+    onnx=_heaviside_onnx,
 )
 _nextafter = _binary("nextafter", _accepting(_FLOATING, _nextafter_kernel), kinds=_FLOATING)
 

@@ -19,6 +19,7 @@ import scipy.special as sc
 
 from ..framework.dispatch import inplace
 from ..framework.errors import ArgumentError, AutogradError, TideflowError
+from ._onnx_rules import operands_like
 from ._rules import (
     Meta,
     defop,
@@ -94,7 +95,7 @@ def _binary_kernel(name, fn):
     return _float_kernel(checked)
 
 
-def _binary(name, fn, grad):
+def _binary(name, fn, grad, onnx=None):
     """A floating-point function of two broadcasting operands (tensors or Python numbers)."""
     return defop(
         name,
@@ -106,6 +107,7 @@ def _binary(name, fn, grad):
         saves=("input", "other"),
         promote="float",
         elementwise=True,
+        onnx=onnx,
     )
 
 
@@ -244,8 +246,24 @@ def _xlog1py_grad(ctx, gy):
 _gammainc = _binary("gammainc", sc.gammainc, _incomplete_gamma_grad("gammainc", 1.0))
 _gammaincc = _binary("gammaincc", sc.gammaincc, _incomplete_gamma_grad("gammaincc", -1.0))
 _zeta = _binary("zeta", sc.zeta, _zeta_grad)
+
+
 # NOTE: SciPy's xlog1py is PyTorch's: 0 where x is 0, for any y but nan (as `xlogy`).
-_xlog1py = _binary("xlog1py", sc.xlog1py, _xlog1py_grad)
+def _xlog1py_onnx(g, x, y):
+    x, y = operands_like(g, x, y)
+    zero = g.tensor(0, x)
+    product = g.op("Mul", x, g.op("Log", g.op("Add", y, g.tensor(1, x))))
+    # NOTE: 0 * log1p(y) is 0 unless y is nan
+    keep_zero = g.op("And", g.op("Equal", x, zero), g.op("Not", g.op("IsNaN", y)))
+    return g.op("Where", keep_zero, zero, product)
+
+
+_xlog1py = _binary(
+    "xlog1py",
+    sc.xlog1py,
+    _xlog1py_grad,
+    onnx=_xlog1py_onnx,
+)
 
 
 def gammainc(input, other):
@@ -438,8 +456,23 @@ _sinc = _unary(
     saves=("input", "out"),
     onnx=_sinc_onnx,
 )
+
+
 # NOTE: SciPy's entr is PyTorch's: 0 at 0, -inf below it, nan for nan.
-_entr = _unary("entr", sc.entr, lambda ctx, gy: (gy * -(log(ctx.input) + 1),))
+def _entr_onnx(g, x):
+    """-x log(x) above 0, 0 at 0, -inf below, nan for nan."""
+    zero = g.tensor(0, x)
+    positive = g.op("Neg", g.op("Mul", x, g.op("Log", x)))
+    below = g.op("Where", g.op("Less", x, zero), g.tensor(-math.inf, x), x)  # x: 0 or nan
+    return g.op("Where", g.op("Greater", x, zero), positive, below)
+
+
+_entr = _unary(
+    "entr",
+    sc.entr,
+    lambda ctx, gy: (gy * -(log(ctx.input) + 1),),
+    onnx=_entr_onnx,
+)
 
 
 def logit(input, eps=None):
