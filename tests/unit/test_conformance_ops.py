@@ -276,3 +276,12 @@ def test_wrong_kinds_of_arguments_raise_naming_the_op():
 
 def test_combinations_longer_than_the_input_are_none():
     assert flow.combinations(flow.arange(4), 2**31).shape == (0, 2**31)
+
+
+def test_combinations_refuses_more_than_it_can_hold():
+    with pytest.raises(TideflowError, match=r"combinations: .* combinations of 1048576 elements"):
+        flow.combinations(flow.arange(5), 2**20, with_replacement=True)
+
+
+def test_gradient_over_no_dims_is_empty():
+    assert flow.gradient(flow.ones(3, 4), dim=()) == ()

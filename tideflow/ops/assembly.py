@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 
 from ..framework import dtype as dtypes
 from ..framework.errors import DTypeError, ShapeError, TideflowError
@@ -19,6 +20,10 @@ from .indexing import index_select
 from .shape import cat, meshgrid, stack
 
 __all__ = ["cartesian_prod", "combinations", "block_diag", "vander"]
+
+# NOTE: combinations enumerates positions in Python; past this many it refuses (PyTorch's
+# would run out of memory)
+_MAX_ELEMENTS = 2**28
 
 
 def _require_vector(op: str, t: Tensor, name: str = "input") -> None:
@@ -76,9 +81,15 @@ def combinations(input: Tensor, r=2, with_replacement=False):
         raise TideflowError(f"combinations: expected r to be a non-negative int, got {r!r}")
     if r == 0:
         return input[:0]
-    if r > input.shape[0] and not with_replacement:  # none: no positions to enumerate
+    n = input.shape[0]
+    count = math.comb(n + r - 1, r) if with_replacement else math.comb(n, r)
+    if count == 0:  # r > n, or nothing to choose from
         return input[:0].reshape(0, r)
-    positions = _combination_positions(input.shape[0], r, with_replacement)
+    if count * r > _MAX_ELEMENTS:
+        raise TideflowError(
+            f"combinations: {count} combinations of {r} elements are too many to hold"
+        )
+    positions = _combination_positions(n, r, with_replacement)
     index = tensor(positions, dtype=dtypes.int64, **on_placement_of(input))
     return index_select(input, 0, index).reshape(-1, r)
 
@@ -102,7 +113,10 @@ def block_diag(*tensors: Tensor):
         blocks.append(t.reshape(1, -1) if t.ndim < 2 else t)
     if not blocks:
         return zeros(1, 0)
-    dtype = functools.reduce(dtypes.promote_types, (b.dtype for b in blocks))
+    # PyTorch's promotion: 0-d blocks count as 0-d tensors (below dimensioned ones)
+    dtype = dtypes.result_type(
+        [t.dtype for t in tensors if t.ndim], [t.dtype for t in tensors if not t.ndim], []
+    )
     width = sum(b.shape[1] for b in blocks)
     rows, left = [], 0
     for b in blocks:

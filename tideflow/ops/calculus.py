@@ -153,6 +153,8 @@ def gradient(input: Tensor, *, spacing=1, dim=None, edge_order=1):
     every = tuple(range(input.ndim))
     if isinstance(dim, numbers.Number):  # one dim; a float is refused as a dim
         dim = (dim,)
+    if isinstance(dim, tuple | list) and not dim:  # no dims, no derivatives (as PyTorch)
+        return ()
     dims = every if dim is None else normalize_dims("gradient", dim, input.ndim)
     for d in dims:
         if input.ndim == 0 or input.shape[d] < edge_order + 1:

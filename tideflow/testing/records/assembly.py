@@ -46,6 +46,7 @@ def _block_diag_samples(rng, dtype):
         Sample((x(), x(3), x(2, 2))),
         Sample((x(2, 2), x(0, 3), x(2, 0))),
         Sample((x(2, 2), make_array(rng, (2,), "int32"))),  # promoted together
+        Sample((x(2, 2), np.asarray(make_array(rng, (), "int64")))),  # a 0-d block ranks lower
         Sample(()),
     ]
 
