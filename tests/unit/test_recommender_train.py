@@ -50,6 +50,21 @@ def test_a_resumed_run_is_the_run_that_never_stopped(tmp_path, config_class, wid
     assert second.val_auc == whole.val_auc
 
 
+def test_the_disk_store_trains_as_the_host_store(tmp_path):
+    """About 10,000 keys of rows 17 wide with Adam's two moments (204 bytes) do not fit a
+    1 MiB cache (about 5,000 rows): rows leave for the file and come back."""
+    settings = {**TINY, "train_samples": 3000, "batch_size": 512, "embedding_dim": 16}
+    runs = [
+        train_recommender(
+            DeepFMTrainConfig(**settings, hidden_units="8", store=store, cache_mb=1,
+                              out=str(tmp_path / store)),
+            log=_quiet,
+        )
+        for store in ("host", "ssd")
+    ]  # fmt: skip
+    assert runs[0].losses == runs[1].losses and runs[0].val_auc == runs[1].val_auc
+
+
 def test_resuming_refuses_settings_that_change_the_batches(tmp_path):
     config = DeepFMTrainConfig(**TINY, hidden_units="8", out=str(tmp_path))
     train_recommender(config, log=_quiet)
