@@ -215,27 +215,32 @@ class RecommenderTrainResult:
     losses: list[float] = field(default_factory=list)
 
 
-class _Examples:
-    """Examples in memory or lines of a file: their count and batches from any row on."""
+class _InMemory:
+    """Examples held in memory (synthetic ones): their count and batches from any row on."""
 
-    def __init__(
-        self,
-        batch: CriteoBatch | None = None,
-        path: str | None = None,
-        start: int = 0,
-        stop: int = 0,
-    ) -> None:
-        self._batch, self._path, self._start = batch, path, start
-        self.rows = len(batch) if batch is not None else stop - start
+    def __init__(self, batch: CriteoBatch) -> None:
+        self._batch = batch
+        self.rows = len(batch)
 
     def batches(self, batch_size: int, first_row: int = 0) -> Iterator[CriteoBatch]:
-        if self._batch is not None:
-            for row in range(first_row, self.rows, batch_size):
-                yield self._batch[row : row + batch_size]
-        else:
-            yield from read_criteo_tsv(
-                self._path, batch_size, self._start + first_row, self._start + self.rows
-            )
+        for row in range(first_row, self.rows, batch_size):
+            yield self._batch[row : row + batch_size]
+
+
+class _FileLines:
+    """Lines `start` to `stop` of a Criteo-format file, streamed: their count and batches
+    from any row on."""
+
+    def __init__(self, path: str, start: int, stop: int) -> None:
+        self._path, self._start = path, start
+        self.rows = stop - start
+
+    def batches(self, batch_size: int, first_row: int = 0) -> Iterator[CriteoBatch]:
+        first, stop = self._start + first_row, self._start + self.rows
+        yield from read_criteo_tsv(self._path, batch_size, first, stop)
+
+
+_Examples = _InMemory | _FileLines
 
 
 def _load_examples(
@@ -255,8 +260,8 @@ def _load_examples(
             f"examples, click rate {train_rows.labels.mean():.3f}"
         )
         return (
-            _Examples(CriteoBatch.from_rows(train_rows)),
-            _Examples(CriteoBatch.from_rows(val_rows)),
+            _InMemory(CriteoBatch.from_rows(train_rows)),
+            _InMemory(CriteoBatch.from_rows(val_rows)),
             ceiling,
         )
     rows = count_rows(config.data)
@@ -268,8 +273,8 @@ def _load_examples(
     split = rows - config.val_samples
     log(f"data: {config.data}, {split:,} training / {config.val_samples:,} held-out examples")
     return (
-        _Examples(path=config.data, start=0, stop=split),
-        _Examples(path=config.data, start=split, stop=rows),
+        _FileLines(config.data, 0, split),
+        _FileLines(config.data, split, rows),
         None,
     )
 
