@@ -131,7 +131,7 @@ def test_train_dlrm_reads_a_criteo_file(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--hidden-units", "8,x"], "hidden_units must be comma-separated positive widths"),
+        (["--hidden-units", "8,x"], "hidden_units must be comma-separated positive integers"),
         (["--store", "gpu"], "store must be host or ssd"),
         (["--data", str(SAMPLE), "--val-samples", "300"], "too few to hold out"),
     ],

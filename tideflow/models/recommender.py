@@ -53,7 +53,7 @@ def _sizes(text: str, name: str) -> list[int]:
     except ValueError:
         sizes = []
     if not sizes or min(sizes) <= 0:
-        raise ValueError(f"{name} must be comma-separated positive widths, got {text!r}")
+        raise ValueError(f"{name} must be comma-separated positive integers, got {text!r}")
     return sizes
 
 
@@ -299,7 +299,8 @@ def train_recommender(
     """Train the model `config` describes, evaluate it on held-out examples, write a
     checkpoint to `config.out` and return the result. With `config.resume`, continue the
     run whose checkpoint is in `config.out`: its step, weights, tables and optimizer state
-    come back, and training goes on from the next batch that run would have taken.
+    come back, and training goes on from the next batch that run would have taken. With
+    `config.stop_after`, stop (evaluated, with a checkpoint) once that many steps are done.
 
     >>> import tempfile
     >>> from tideflow.models.recommender import DeepFMTrainConfig, train_recommender
