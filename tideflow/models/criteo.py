@@ -140,7 +140,13 @@ def read_criteo_tsv(
     end) of a Criteo-format file as `CriteoBatch`es of `batch_size` rows (the last one may be
     shorter). Only one batch of lines is in memory at a time.
 
-    >>> batch = next(flow.models.read_criteo_tsv("tests/data/criteo_sample.tsv", 8))
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "clicks.tsv")
+    >>> rows, _ = flow.models.SyntheticCriteo(seed=0).sample(20)
+    >>> flow.models.write_criteo_tsv(path, rows)
+    >>> [len(batch) for batch in flow.models.read_criteo_tsv(path, 8)]
+    [8, 8, 4]
+    >>> batch = next(flow.models.read_criteo_tsv(path, 8))
     >>> batch.dense.shape, batch.sparse_keys.dtype
     ((8, 13), dtype('int64'))
     """
