@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..framework import dtype as dtypes
+from ..framework.dispatch import inplace
 from ..framework.errors import DTypeError, Rejected, ShapeError
 from ._rules import (
     B,
@@ -456,11 +457,13 @@ methods(
     imag=property(imag),
     conj=conj,
     conj_physical=conj_physical,
+    conj_physical_=inplace(conj_physical, "conj_physical_"),
     resolve_conj=resolve_conj,
     resolve_neg=resolve_neg,
     is_conj=is_conj,
     angle=angle,
     sgn=sgn,
+    sgn_=inplace(sgn, "sgn_"),
     adjoint=adjoint,
     mH=property(adjoint),
     H=property(_conj_transpose),

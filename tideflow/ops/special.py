@@ -498,12 +498,19 @@ def entr(input):
     return _apply(_entr, input)
 
 
+def _polygamma_method(self, n):
+    """`x.polygamma(n)`: the tensor comes first."""
+    return polygamma(n, self)
+
+
 # NOTE: the Tensor methods PyTorch has for these, with their in-place forms.
 _METHODS = {"lgamma": lgamma, "digamma": digamma, "i0": i0, "logit": logit, "sinc": sinc}
 methods(
     **_METHODS,
     **{f"{name}_": inplace(fn, f"{name}_") for name, fn in _METHODS.items()},
     mvlgamma=mvlgamma,
-    polygamma=lambda self, n: polygamma(n, self),
+    mvlgamma_=inplace(mvlgamma, "mvlgamma_"),
+    polygamma=_polygamma_method,
+    polygamma_=inplace(_polygamma_method, "polygamma_"),
     xlog1py=xlog1py,
 )

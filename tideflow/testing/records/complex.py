@@ -129,6 +129,18 @@ RECORDS = [
     OpInfo("angle", _unary(), dtypes=COMPLEX),
     OpInfo("angle", _unary(), variant="real", dtypes=FLOATS),
     OpInfo("sgn", _unary(), dtypes=COMPLEX),
+    *(
+        OpInfo(
+            name,
+            _unary(),
+            variant="inplace",
+            dtypes=(*COMPLEX, *FLOATS),
+            grad=False,
+            op=lambda x, name=name: getattr(x.clone(), f"{name}_")(),
+            torch=lambda torch, x, name=name: getattr(x.clone(), f"{name}_")(),
+        )
+        for name in ("sgn", "conj_physical")
+    ),
     OpInfo("abs", _unary(), variant="complex", dtypes=COMPLEX),
     *(
         OpInfo(name, _with_zero, variant="at_zero", dtypes=COMPLEX, gradcheck=False)

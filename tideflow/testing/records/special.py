@@ -101,6 +101,23 @@ RECORDS = [
     *float_function("digamma", samples(low=0.2, high=5.0)),
     OpInfo("polygamma", _polygamma, dtypes=ALL_FLOATS),
     OpInfo("mvlgamma", _mvlgamma, dtypes=ALL_FLOATS),
+    # in place, through the Tensor methods
+    OpInfo(
+        "polygamma",
+        _polygamma,
+        variant="inplace",
+        grad=False,
+        op=lambda n, x: x.clone().polygamma_(n),
+        torch=lambda torch, n, x: x.clone().polygamma_(n),
+    ),
+    OpInfo(
+        "mvlgamma",
+        _mvlgamma,
+        variant="inplace",
+        grad=False,
+        op=lambda x, p: x.clone().mvlgamma_(p),
+        torch=lambda torch, x, p: x.clone().mvlgamma_(p),
+    ),
     # incomplete gamma and Hurwitz zeta: no derivative in the first operand
     *_incomplete_gamma("gammainc"),
     *_incomplete_gamma("gammaincc"),
