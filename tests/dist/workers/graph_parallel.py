@@ -99,7 +99,7 @@ def check(name, layout, where, data_sbp) -> None:
         want_losses, want_weights = one_process(kind, 1)
         losses, weights = eager_global(layout, where, data_sbp, kind)
         close(losses, want_losses, f"{name} {kind}: eager losses", atol=1e-5)
-        got_losses, got_weights, graph = graph_global(layout, where, data_sbp, kind, 1)
+        got_losses, got_weights, _ = graph_global(layout, where, data_sbp, kind, 1)
         close(got_losses, want_losses, f"{name} {kind}: graph losses", atol=1e-5)
         for g, e, w in zip(got_weights, weights, want_weights, strict=True):
             close(g, w, f"{name} {kind}: graph weights", atol=1e-5)
