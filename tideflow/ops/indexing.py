@@ -2431,12 +2431,20 @@ def _isin_sbp(elements, test_elements, **_) -> list[Signature]:
     return sigs
 
 
+def _isin_kernel(x, test, *, invert):
+    # NOTE: as PyTorch: a number tested against takes the elements' (promoted) dtype, rounded;
+    # a number as the element is compared exactly (a half test tensor widened)
+    if not isinstance(test, np.ndarray):
+        test = np.asarray(test, x.dtype)
+    return np.isin(x, test, invert=invert)
+
+
 _isin = defop(
     "isin",
     inputs=("elements", "test_elements"),
     meta=_isin_meta,
     sbp=_isin_sbp,
-    kernels={"cpu": lambda x, test, *, invert: np.isin(x, test, invert=invert)},
+    kernels={"cpu": _isin_kernel},
     differentiable=False,
     promote="common",
 )

@@ -10,9 +10,9 @@ import math
 import numpy as np
 
 from ..framework import dtype as dtypes
-from ..framework.errors import DTypeError, TensorIndexError
+from ..framework.errors import DTypeError, TensorIndexError, TideflowError
 from ..framework.tensor import Tensor
-from ._rules import checked, methods
+from ._rules import checked, int_arg, methods
 from .creation import global_layout, linspace, make, tensor
 from .indexing import sort
 from .shape import diag
@@ -110,11 +110,18 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_
     return make(local, layout, requires_grad)
 
 
+_MAX_MATRIX = 2**31  # elements of the matrix whose triangle tril_indices/triu_indices list
+
+
 def _triangle_indices(op: str, numpy_indices, row, col, offset, dtype, device):
     dt = dtypes.int64 if dtype is None else dtypes.to_dtype(dtype)
     if dt not in (dtypes.int32, dtypes.int64):
         raise DTypeError(f"{op}: expected an int32 or int64 dtype, got {dt.name}")
-    rows, cols = numpy_indices(int(row), int(offset), int(col))
+    row, col, offset = (int_arg(op, n, v) for n, v in (("row", row), ("col", col),
+                                                        ("offset", offset)))  # fmt: skip
+    if row * col > _MAX_MATRIX:  # NumPy builds the whole mask first
+        raise TideflowError(f"{op}: a {row} x {col} matrix is too large to index")
+    rows, cols = numpy_indices(row, offset, col)
     return tensor(np.stack([rows, cols]), dtype=dt, device=device)
 
 

@@ -729,10 +729,14 @@ def gaussian_nll_loss(
         if tuple(input.shape[:-1]) == tuple(var.shape):
             var = var.unsqueeze(-1)
         elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
-            raise ValueError("var is of incorrect size")
+            raise ValueError(
+                f"gaussian_nll_loss: var is of incorrect size: {list(var.shape)} for input "
+                f"{list(input.shape)}"
+            )
     if bool((var < 0).any()):
-        raise ValueError("var has negative entry/entries")
-    var = var + (var.clamp_min(eps) - var).detach()
+        raise ValueError("gaussian_nll_loss: var has negative entry/entries")
+    # clamped to eps in value, with the unclamped gradient (an infinite variance stays one)
+    var = binary.where(var < eps, var + (eps - var).detach(), var)
     loss = 0.5 * (var.log() + (input - target) ** 2 / var)
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)

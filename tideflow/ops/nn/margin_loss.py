@@ -75,7 +75,7 @@ def multi_margin_loss(
     """
     reduction = _reduction(size_average, reduce, reduction)
     if p not in (1, 2):
-        raise ValueError("only p == 1 and p == 2 supported")
+        raise ValueError(f"multi_margin_loss: only p == 1 and p == 2 supported, got p={p}")
     scores, classes = _class_scores("multi_margin_loss", input, target)
     n_classes = scores.shape[1]
     if weight is not None and tuple(weight.shape) != (n_classes,):
@@ -173,7 +173,9 @@ def triplet_margin_with_distance_loss(
     """
     reduction = _reduction(None, None, reduction)
     if margin <= 0:
-        raise ValueError(f"margin must be greater than 0, got {margin}")
+        raise ValueError(
+            f"triplet_margin_with_distance_loss: margin must be greater than 0, got {margin}"
+        )
     if not anchor.ndim == positive.ndim == negative.ndim:
         raise ShapeError(
             "triplet_margin_with_distance_loss: the anchor, positive, and negative tensors are "
