@@ -70,6 +70,37 @@ def test_on_a_chain_the_search_finds_the_optimum(seed, requires_grad):
     assert found.time <= found.greedy_time
 
 
+def residual_problem(blocks: int) -> Problem:
+    """A broadcast source x, a = f(x), then per block a = a + g(a): every node computes in
+    S(0) (half the work) or B, its inputs laid out as its output."""
+    values = [Value(SHAPE, 4, False, (2,), layout=(B,))]
+    nodes = []
+
+    def add_node(name: str, inputs: list) -> int:
+        choices = [Choice((layout,) * len(inputs), (layout,)) for layout in ((B,), (S(0),))]
+        node = Node(name, name, (2,), choices, greedy=0, inputs=list(enumerate(inputs)))
+        node.compute, node.memory = [2e-5, 1e-5], [0.0, 0.0]
+        node.outputs = [len(values)]
+        values.append(Value(SHAPE, 4, False, (2,), producer=len(nodes)))
+        nodes.append(node)
+        return len(values) - 1
+
+    stream = add_node("f", [0])
+    for _ in range(blocks):
+        stream = add_node("add", [stream, add_node("g", [stream])])
+    return Problem(nodes, values, CLUSTER)
+
+
+def test_a_residual_stream_is_split_as_a_whole():
+    # splitting one chain or node of the stream alone costs an all-gather (more than the
+    # work it halves) where it meets the broadcast rest: only splitting all of it pays
+    problem = residual_problem(blocks=2)
+    found = search(problem)
+    assert found.time == pytest.approx(brute_force(problem), rel=1e-12)
+    assert found.time < found.greedy_time
+    assert {problem.nodes[v].choices[c].outs for v, c in enumerate(found.assign)} == {((S(0),),)}
+
+
 def test_a_partial_value_read_as_broadcast_costs_an_all_reduce():
     problem = chain_problem(np.random.default_rng(0), 2, requires_grad=False)
     assign = [problem.nodes[0].choices.index(Choice(((S(0),),), ((P,),))), 0]

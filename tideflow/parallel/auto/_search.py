@@ -8,8 +8,13 @@ meet through the edges between neighbours; edges to nodes further along use thei
 choice). Chains are solved in trace order, then each node alone is moved to its best choice
 given all others (which catches what chains cannot see: residual branches, a value with
 many consumers); sweeps repeat until nothing improves. A change is kept only when the whole
-objective drops, so the result is never worse than the start, the global mode's greedy
-choice.
+objective drops, so the result is never worse than its start.
+
+The search runs from several starts and keeps the best: the global mode's greedy choice,
+and one uniform start per layout (every node that can give all its outputs in that layout
+does, at its cheapest such choice). Uniform starts reach what moves of one chain or node
+cannot: a residual stream (each block's add reads the previous add) held broadcast from a
+broadcast batch is only split by changing every add and block at once.
 
 Memory enters as a Lagrangian price: minimise time + lam * bytes, with lam = 0 when the
 fastest plan fits, else the least lam (doubled, then bisected) whose plan fits.
@@ -50,7 +55,8 @@ def search(problem: Problem, memory_limit: float | None = None) -> Solution:
     """The fastest assignment found whose memory per rank is within `memory_limit` bytes."""
     greedy = [node.greedy for node in problem.nodes]
     chains = _chains(problem)
-    best = _minimize(problem, chains, greedy, 0.0)
+    found = [_minimize(problem, chains, start, 0.0) for start in _starts(problem, greedy)]
+    best = min(found, key=problem.total)  # the first of equals: greedy's, when it is as fast
     if memory_limit is not None and problem.memory(best) > memory_limit:
         best = _fit(problem, chains, greedy, memory_limit)
     return Solution(
@@ -61,6 +67,31 @@ def search(problem: Problem, memory_limit: float | None = None) -> Solution:
         problem.memory(greedy),
         problem,
     )
+
+
+def _starts(problem: Problem, greedy: list) -> list[list]:
+    """The greedy assignment, then one uniform start per layout that some node can give all
+    its outputs in (nodes that cannot keep their greedy choice)."""
+    layouts = dict.fromkeys(
+        out
+        for node in problem.nodes
+        for choice in node.choices
+        for out in choice.outs
+        if out is not None
+    )
+    starts = [greedy]
+    for layout in layouts:
+        start = [
+            min(
+                (c for c, choice in enumerate(node.choices) if set(choice.outs) == {layout}),
+                key=node.compute.__getitem__,
+                default=node.greedy,
+            )
+            for node in problem.nodes
+        ]
+        if start not in starts:
+            starts.append(start)
+    return starts
 
 
 def _fit(problem: Problem, chains: list, start: list, limit: float) -> list:
