@@ -14,6 +14,8 @@ Then DeepFM training (39 fields, Criteo-shaped synthetic data) in samples per se
 
     python benchmarks/embedding.py             the whole run (tens of GB of disk and memory)
     python benchmarks/embedding.py --quick     a smoke run: 100k rows, a few steps, 1 rank
+    python benchmarks/embedding.py --rows 10000000 --store disk --ranks 1
+                                               one size on the disk store
 
 The stores' files go under $EMBEDDING_BENCH_DIR (default: the system's temporary directory):
 the 100M-row table with Adam's state takes about 18 GiB there.
@@ -57,10 +59,16 @@ def _zipf_ids(rows: int, steps: int, seed: int = 0) -> list[np.ndarray]:
     return list((ranks * 2_654_435_761) % rows)  # a prime multiplier: a permutation of rows
 
 
-def _one_embedding_step(flow, rows: int, ids: list[np.ndarray], directory: str) -> Step:
-    """A MultiTableEmbedding of `rows` keys, all of them in the store before timing."""
+def _on_disk(rows: int, store: str) -> bool:
+    """Whether MultiTableEmbedding's table of `rows` keys goes to the disk store."""
+    return store == "disk" or (store == "auto" and rows >= DISK_ROWS)
+
+
+def _one_embedding_step(flow, rows: int, ids: list[np.ndarray], directory: str, disk: bool):
+    """A MultiTableEmbedding of `rows` keys (on the disk store if `disk`), all of them in the
+    store before timing."""
     oe = flow.one_embedding
-    if rows >= DISK_ROWS:
+    if disk:
         store = oe.make_cached_ssd_store_options(
             cache_budget_mb=DISK_CACHE_MB,
             persistent_path=directory,
@@ -163,7 +171,7 @@ def _timed(steps: dict[str, Step], warmup: int, rounds: int) -> dict[str, float]
     return {name: BATCH / statistics.median(t) for name, t in times.items()}
 
 
-def lookups(rows: int, warmup: int, rounds: int) -> dict:
+def lookups(rows: int, warmup: int, rounds: int, store: str) -> dict:
     """One table size, in this process: ids/s per variant, skipped variants, RSS."""
     import tideflow as flow
 
@@ -175,7 +183,8 @@ def lookups(rows: int, warmup: int, rounds: int) -> dict:
     threads = ""
     with tempfile.TemporaryDirectory(dir=os.environ.get("EMBEDDING_BENCH_DIR")) as directory:
         start = time.perf_counter()
-        steps = {"one_embedding": _one_embedding_step(flow, rows, ids, directory)}
+        disk = _on_disk(rows, store)
+        steps = {"one_embedding": _one_embedding_step(flow, rows, ids, directory, disk)}
         fill_s = time.perf_counter() - start
         if fits:
             steps["nn.Embedding"] = _dense_step(flow, rows, ids)
@@ -199,7 +208,7 @@ def lookups(rows: int, warmup: int, rounds: int) -> dict:
             "fill_s": fill_s,
             "rss_mib": _rss_mib(),
             "disk_mib": disk_mib,
-            "disk_store": rows >= DISK_ROWS,
+            "disk_store": disk,
             "threads": threads,
         }
 
@@ -299,12 +308,18 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run (small, 1 rank)")
     parser.add_argument("--rows", type=int, nargs="*", default=None, help="table sizes")
     parser.add_argument("--ranks", type=int, nargs="*", default=None, help="DeepFM's rank counts")
+    parser.add_argument(
+        "--store",
+        choices=("auto", "host", "disk"),
+        default="auto",
+        help=f"MultiTableEmbedding's store (auto: the disk store from {DISK_ROWS:,} rows on)",
+    )
     parser.add_argument("--job", help=argparse.SUPPRESS)
     args = parser.parse_args()
     warmup, rounds = (1, 3) if args.quick else (3, 15)
     deepfm_steps, deepfm_batch = (3, 512) if args.quick else (20, 4096)
     if args.job == "lookups":
-        print(json.dumps(lookups(args.rows[0], warmup, rounds)))
+        print(json.dumps(lookups(args.rows[0], warmup, rounds, args.store)))
         return
     if args.job == "deepfm":
         speed = deepfm_samples_per_second(deepfm_steps, deepfm_batch)
@@ -315,7 +330,9 @@ def main() -> None:
     ranks = args.ranks or ([1] if args.quick else [1, 2, 4])
     quick = ["--quick"] if args.quick else []
     # one process per size: each RSS is that size's alone
-    results = [_child([*quick, "--job", "lookups", "--rows", str(n)]) for n in sizes]
+    results = [
+        _child([*quick, "--store", args.store, "--job", "lookups", "--rows", str(n)]) for n in sizes
+    ]
     print(_lookup_report(results))
     print(f"\nDeepFM training, global batch {deepfm_batch}, Criteo-shaped synthetic data")
     single = None

@@ -23,11 +23,18 @@ SLOT, OWNER, INIT = 1, 2, 3
 
 def mix(x: np.ndarray) -> np.ndarray:
     """SplitMix64's finalizer, elementwise on a uint64 array (a bijection of uint64)."""
-    x = x ^ (x >> _S30)
-    x *= _M1
-    x ^= x >> _S27
-    x *= _M2
-    x ^= x >> _S31
+    return mix_in_place(x.copy(), np.empty_like(x))
+
+
+def mix_in_place(x: np.ndarray, scratch: np.ndarray) -> np.ndarray:
+    """`mix(x)` written over `x` (returned), with `scratch` (x's shape) for the shifts: no
+    array is allocated, so blocks of a large batch stay in the CPU's cache."""
+    for shift, multiplier in ((_S30, _M1), (_S27, _M2)):
+        np.right_shift(x, shift, out=scratch)
+        x ^= scratch
+        x *= multiplier
+    np.right_shift(x, _S31, out=scratch)
+    x ^= scratch
     return x
 
 
@@ -51,5 +58,7 @@ def uniforms(seed: int, tables: np.ndarray, keys: np.ndarray, n: int, offset: in
     `offset + j` of that key's own stream."""
     base = key_hash(INIT, seed, tables, keys)
     counters = np.arange(offset + 1, offset + n + 1, dtype=np.uint64) * _GOLDEN
-    bits = mix(base[:, None] + counters[None, :])
-    return (bits >> _S11).astype(np.float64) * (1.0 / (1 << 53))
+    bits = np.add(base[:, None], counters[None, :])
+    mix_in_place(bits, np.empty_like(bits))
+    bits >>= _S11  # 53 random bits: exact in a float64
+    return np.multiply(bits, 1.0 / (1 << 53), dtype=np.float64)

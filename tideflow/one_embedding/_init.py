@@ -16,6 +16,8 @@ from ..framework.errors import TideflowError
 from ._hashing import uniforms
 from ._options import INITIALIZER_FIELDS
 
+_BLOCK = 4096  # keys initialized at a time
+
 
 def check_initializer(owner: str, init) -> dict:
     """`init` validated: a dict of a known type with its fields (numbers)."""
@@ -74,12 +76,27 @@ class RowInitializer:
 
     def embeddings(self, tables: np.ndarray, keys: np.ndarray) -> np.ndarray:
         out = np.empty((keys.size, self.dim), self.dtype)
+        # NOTE: block by block, the float64 draws of a block stay in the CPU's cache (a
+        # whole batch's would be tens of times the size of the float32 rows)
+        for start in range(0, keys.size, _BLOCK):
+            part = slice(start, start + _BLOCK)
+            self._embeddings_into(out[part], tables[part], keys[part])
+        return out
+
+    def _embeddings_into(self, out: np.ndarray, tables: np.ndarray, keys: np.ndarray) -> None:
+        first, last = tables[0], tables[-1]
+        if first == last and (tables == first).all():  # keys of one table (a fill)
+            self._table_into(out, int(first), tables, keys)
+            return
         for table in np.unique(tables):
             mine = np.flatnonzero(tables == table)
-            t, k = tables[mine], keys[mine]
-            for init, start, stop in self.columns[int(table)]:
-                out[mine, start:stop] = sample(init, self.seed, t, k, start, stop)
-        return out
+            rows = np.empty((mine.size, self.dim), self.dtype)
+            self._table_into(rows, int(table), tables[mine], keys[mine])
+            out[mine] = rows
+
+    def _table_into(self, out: np.ndarray, table: int, tables, keys) -> None:
+        for init, start, stop in self.columns[table]:
+            out[:, start:stop] = sample(init, self.seed, tables, keys, start, stop)
 
     def __call__(self, tables: np.ndarray, keys: np.ndarray) -> np.ndarray:
         rows = np.empty((keys.size, self.dim + self.state_fill.size), self.dtype)

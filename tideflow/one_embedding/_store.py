@@ -110,11 +110,12 @@ class HostStore:
         rows = np.arange(first, first + keys.size, dtype=np.int64)
         self._reserve_rows(first + keys.size)
         slots = self.index.insert(tables, keys, rows)
-        self._store_new(rows, slots, init(tables, keys))
+        self._store_new(first, init(tables, keys))
         return slots
 
-    def _store_new(self, rows, slots, values) -> None:
-        self._rows[rows] = values
+    def _store_new(self, first: int, values: np.ndarray) -> None:
+        """Store the rows of new keys, which take rows `first`, `first + 1`, ..."""
+        self._rows[first : first + len(values)] = values
 
     # -- growth ---------------------------------------------------------------------------
     def _make_room(self, n_new: int) -> None:
@@ -223,9 +224,11 @@ class DiskStore(HostStore):
 
     Cache lines are evicted least recently used first, a batch at a time (an eighth of the
     cache: one `argpartition` of the use stamps serves many steps); dirty lines are written
-    back to the file as they go. The mapped file pages are handed back to the page cache
-    after each eviction and whenever lookups may have mapped half the budget's worth, so the
-    resident set stays near the cache budget however large the table."""
+    back to the file as they go. New keys' rows go to the file at once (they take the next
+    rows: one sequential write) and to the cache, clean. The mapped file pages are handed back
+    to the page cache after each eviction and whenever lookups may have mapped half the
+    budget's worth, so the resident set stays near the cache budget however large the
+    table."""
 
     def __init__(self, owner, width, dtype, capacity, directory: str, cache_budget_mb: float):
         self._budget = int(cache_budget_mb * (1 << 20))
@@ -239,6 +242,7 @@ class DiskStore(HostStore):
         self._make_cache()
 
     def _make_cache(self) -> None:
+        self._fresh: np.ndarray | None = None  # the rows of the keys being inserted
         per_line = self.width * self.dtype.itemsize + 8 + 8 + 8 + 1  # + slot, stamp, free, dirty
         n = max(self._budget // per_line, 1)
         self._lines = np.zeros((n, self.width), self.dtype)
@@ -263,16 +267,18 @@ class DiskStore(HostStore):
 
     def locate(self, tables, keys, init):
         self._clock += 1
-        self._fresh = None
         if init is not None:
             self._make_room(keys.size)
         slots = self.index.find(tables, keys)
-        new = np.flatnonzero(slots < 0)
-        if new.size and init is not None:
+        fresh = slots < 0
+        if init is None:
+            fresh[:] = False
+        elif fresh.any():
+            new = np.flatnonzero(fresh)
             slots[new] = self._insert(tables[new], keys[new], init)
         lines = np.full(keys.shape, -1, np.int64)
         present = np.flatnonzero(slots >= 0)
-        lines[present] = self._resident(slots[present])
+        lines[present] = self._resident(slots[present], fresh[present])
         # NOTE: Linux maps up to 64 KiB around each file page a read faults in (fault-around),
         # in each of the index's three arrays, the line map and the rows file: hand the
         # pages back once lookups may have mapped half the budget's worth
@@ -281,12 +287,17 @@ class DiskStore(HostStore):
             self._drop_pages()
         return lines
 
-    def _store_new(self, rows, slots, values) -> None:
-        # NOTE: new rows go to the cache (dirty), not to the file: they reach it when evicted
-        self._fresh = (slots, values)
+    def _store_new(self, first: int, values: np.ndarray) -> None:
+        # NOTE: new rows are consecutive: one sequential write of whole pages, which the
+        # kernel takes without reading them first (stores into the mapping would fault
+        # every page in); `_resident` caches them from `_fresh`, clean.
+        rows = np.broadcast_to(values, (len(values), self.width))  # as an assignment would
+        self._fresh = np.ascontiguousarray(rows, self.dtype)
+        self._files.write_rows(self._rows_name, first, self._fresh)
 
-    def _resident(self, slots: np.ndarray) -> np.ndarray:
-        """Cache lines holding `slots` (distinct), loading the missing ones."""
+    def _resident(self, slots: np.ndarray, fresh: np.ndarray) -> np.ndarray:
+        """Cache lines holding `slots` (distinct), loading the missing ones; the rows of
+        those where `fresh` is set are the keys just inserted, in `_fresh`."""
         lines = self._line_of[slots].astype(np.int64) - 1
         hit = lines >= 0
         self._stamp[lines[hit]] = self._clock
@@ -308,15 +319,14 @@ class DiskStore(HostStore):
         self._line_slot[taken] = missing
         self._line_of[missing] = taken + 1
         self._stamp[taken] = self._clock
-        stored = np.ones(miss.size, bool)  # rows in the file (new keys' rows are not yet)
-        if self._fresh is not None:
-            new_slots, values = self._fresh
-            order = np.argsort(missing)
-            new = order[np.searchsorted(missing, new_slots, sorter=order)]
-            self._lines[taken[new]] = values
-            stored[new] = False
-        self._dirty[taken] = ~stored
+        # new keys are never cached (all of them miss), and stay in order among the misses
+        new = fresh[miss]
+        if new.any():
+            self._lines[taken[new]] = self._fresh
+            self._fresh = None
+        stored = ~new
         self._lines[taken[stored]] = self._rows[self.index.rows[missing[stored]]]
+        self._dirty[taken] = False
         return lines
 
     def _evict(self, n: int) -> None:
