@@ -63,8 +63,11 @@ def _profile_table(profile: dict) -> str:
         ("stream hand-over", f"{profile['switch_s'] * 1e6:.2f} us"),
         ("MPI latency / bandwidth", f"{profile['link_latency_s'] * 1e6:.2f} us / "
                                     f"{profile['link_bandwidth'] / 1e9:.1f} GB/s"),
-        ("a collective's wait for descheduled ranks",
-         f"{profile['descheduled_wait_s'] * 1e3:.2f} ms"),
+        ("fused attention per score, forward / backward",
+         f"{profile['attention_score_s'] * 1e9:.1f} ns / "
+         f"{profile['attention_grad_score_s'] * 1e9:.1f} ns"),
+        *((f"a collective's wait, {ranks} ranks", f"{wait * 1e3:.2f} ms")
+          for ranks, wait in profile["collective_waits"].items()),
         ("cores", str(profile["cpus"])),
     ]  # fmt: skip
     return "\n".join(["| local profile | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])

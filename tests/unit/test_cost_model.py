@@ -7,6 +7,8 @@ import pytest
 
 from tideflow.framework.errors import ArgumentError, ShapeError, TideflowError
 from tideflow.parallel.cost import (
+    ATTENTION_TILE,
+    AttentionShape,
     DeviceProfile,
     GPTSpec,
     Link,
@@ -14,6 +16,7 @@ from tideflow.parallel.cost import (
     _calibrate,
     _memory,
     _network,
+    attention_times,
     bubble_fraction,
     make_cluster,
     matmul_cost,
@@ -217,7 +220,8 @@ PROFILE = {
     "memory_bandwidth": 1e10, "memory_bytes": 16e9, "op_overhead_s": 1e-5, "node_s": 2e-6,
     "task_s": 3e-6, "switch_s": 8e-6, "gemm_call_s": 1e-6, "link_bandwidth": 2e9,
     "link_latency_s": 4e-6,
-    "descheduled_wait_s": 4e-3, "cpus": 4,
+    "attention_score_s": 5e-9, "attention_grad_score_s": 3e-9,
+    "collective_waits": {"2": 1e-5, "4": 1e-4, "8": 2e-3, "16": 4e-3}, "cpus": 4,
 }  # fmt: skip
 
 
@@ -241,7 +245,8 @@ def test_local_cluster_reads_the_calibration_cache(tmp_path, monkeypatch):
     )  # fmt: skip
     # two ranks on four cores: each has two, all its BLAS threads use
     assert cluster.rank_device == cluster.device
-    assert cluster.collective_wait_s == 0
+    assert cluster.rank_network == cluster.network
+    assert cluster.collective_wait_s == 1e-5  # measured with two ranks
 
 
 def test_ranks_beyond_the_cores_share_them(tmp_path, monkeypatch):
@@ -252,12 +257,28 @@ def test_ranks_beyond_the_cores_share_them(tmp_path, monkeypatch):
     assert rank.peak_flops == pytest.approx(1e11 / 4)
     assert rank.memory_bandwidth == pytest.approx(1e10 / 2)
     assert (rank.node_s, rank.task_s, rank.switch_s) == pytest.approx((4e-6, 6e-6, 16e-6))
-    # half the ranks are off the cores at any moment: half the full wait per collective
-    assert cluster.collective_wait_s == pytest.approx(4e-3 * (8 - 4) / 8)
+    assert cluster.rank_network.intra.bandwidth == pytest.approx(2e9 / 2)  # copies, too
+    assert cluster.collective_wait_s == 2e-3  # measured with eight ranks
     # three ranks: a core each, but one BLAS thread's worth of GEMM (4/3 cores of 2 used)
     three = make_cluster("local", gpus_per_node=3).rank_device
     assert three.peak_flops == pytest.approx(1e11 * (4 / 3) / 2)
     assert three.node_s == 2e-6
+
+
+def test_collective_waits_between_and_beyond_the_job_sizes_measured():
+    waits = {"2": 1e-5, "4": 1e-4, "8": 2e-3}
+    assert _calibrate.wait_for(waits, 1) == 0  # no peers
+    assert _calibrate.wait_for(waits, 6) == pytest.approx((1e-4 + 2e-3) / 2)
+    assert _calibrate.wait_for(waits, 12) == pytest.approx(2e-3 * 12 / 8)
+
+
+def test_a_collective_wait_is_the_iteration_less_its_work():
+    # four ranks on two cores: 4 ms of slabs take 2 ms of the cores; the busiest alone, 1.2
+    probe = {"iteration_s": 2.5e-3, "work_sum_s": 4e-3, "work_max_s": 1.2e-3}
+    assert _calibrate.collective_wait(probe, ranks=4, cores=2) == pytest.approx(0.5e-3)
+    # two ranks with a core each: the busiest rank's slab is the iteration's work
+    probe = {"iteration_s": 1.3e-3, "work_sum_s": 2e-3, "work_max_s": 1.2e-3}
+    assert _calibrate.collective_wait(probe, ranks=2, cores=2) == pytest.approx(0.1e-3)
 
 
 def test_a_profile_cached_before_graph_overheads_were_measured_is_refused(tmp_path, monkeypatch):
@@ -301,3 +322,34 @@ def test_calibration_measures_this_machine(tmp_path, monkeypatch):
         assert math.isfinite(profile[key]) and profile[key] > 0
     assert profile["gemm_cores"] == min(profile["blas_threads"], profile["cpus"])
     make_cluster("local")  # the cache it wrote is read back
+
+
+def test_the_cost_model_tiles_attention_as_the_kernel_does():
+    from tideflow.ops.nn.attention import TILE
+
+    assert TILE == ATTENTION_TILE
+    causal = AttentionShape(batch=8, rows=64, keys=64, dim=16, value_dim=8, causal=True)
+    # rows [0, 32) see keys [0, 32); rows [32, 64) see all 64
+    assert causal.tiles() == [(32, 32), (32, 64)]
+    assert causal.key_tiles() == [(32, 64), (32, 32)]  # keys [32, 64) are seen by rows 32..
+    assert causal.scores() == 8 * (32 * 32 + 32 * 64)
+    ragged = AttentionShape(batch=1, rows=40, keys=40, dim=4, value_dim=4, causal=True)
+    assert ragged.tiles() == [(32, 32), (8, 40)]
+    whole = AttentionShape(batch=8, rows=64, keys=48, dim=16, value_dim=8, causal=False)
+    assert whole.tiles() == [(64, 48)] and whole.key_tiles() == [(48, 64)]
+    assert whole.scores() == 8 * 64 * 48
+
+
+def test_attention_is_its_tiles_products_and_a_cost_per_score():
+    device = DeviceProfile("cpu", 1e11, 1e15, 8 * GB, max_efficiency=1.0, half_size=0.0,
+                           op_overhead_s=5e-6, attention_score_s=4e-9,
+                           attention_grad_score_s=3e-9)  # fmt: skip
+    shape = AttentionShape(batch=8, rows=64, keys=64, dim=16, value_dim=8, causal=True)
+    forward, backward = attention_times(device, shape, itemsize=4)
+    # per row tile (r rows, k keys): q k^T is 2 r k d, p v is 2 r k dv; 8 matrices each
+    forward_flops = 8 * sum(2 * r * k * (16 + 8) for r, k in [(32, 32), (32, 64)])
+    scores = 8 * (32 * 32 + 32 * 64)
+    assert forward == pytest.approx(forward_flops / 1e11 + scores * 4e-9 + 5e-6)
+    # backward: dO v^T and dS k per row tile, p^T dO and dS^T q per key tile (the same
+    # pairs of sizes), each as many FLOPs as forward's two products
+    assert backward == pytest.approx(2 * forward_flops / 1e11 + scores * 3e-9 + 5e-6)

@@ -19,6 +19,7 @@ import itertools
 import numpy as np
 
 from ...compiler.chain import Chain
+from ...compiler.ir import Value
 from ...distributed.world import get_world
 from ...framework.errors import TideflowError
 from ...framework.random import get_rng_state, set_rng_state
@@ -58,15 +59,27 @@ def searched_layouts(graph, trace) -> tuple[Planned, Solution, str]:
 
 
 def plan_counts(plan, program) -> PlanCounts:
-    """The nodes, tasks, hand-overs between stream threads and collectives of a lowered
-    plan: what the cost model prices beyond kernels and transfers (`Solution.lowered`)."""
+    """The nodes, tasks, hand-overs between stream threads, collectives and optimizer
+    updates' bytes of a lowered plan: what the cost model prices beyond the kernels and
+    transfers of build's ops (`Solution.lowered`)."""
     streams = [task.stream for task in plan.tasks if isinstance(task.fn, Chain)]
     return PlanCounts(
         nodes=len(program.nodes),
         tasks=len(plan.tasks),
         switches=sum(a != b for a, b in itertools.pairwise(streams)),
         collectives=sum(node.op.communicates and _exchanges(node) for node in program.nodes),
+        update_bytes=sum(_update_bytes(node) for node in program.nodes if node.op.mutates),
     )
+
+
+def _update_bytes(node) -> int:
+    """An update reads each array it is given once and writes back those it updates in
+    place (Adam: parameter, gradient and moments read, all but the gradient written)."""
+    read = sum(a.nbytes for a in node.operands if isinstance(a, Value))
+    written = sum(
+        node.operands[i].nbytes for i in node.op.mutates if isinstance(node.operands[i], Value)
+    )
+    return read + written
 
 
 def _exchanges(node) -> bool:

@@ -10,7 +10,7 @@ on the busiest rank (rank 0's shards are the largest), priced with the cost mode
 rank's share of its device (`Cluster.rank_device`): `op_time` for compute, the alpha-beta
 collectives of `Network` for boxing. Beyond kernels and transfers, a compiled plan pays per
 node, per task and per hand-over between stream threads (`DeviceProfile.node_s`, `task_s`,
-`switch_s`), and each collective may wait for descheduled peers (`Cluster.
+`switch_s`), and each collective waits for its peers as a job of that size does (`Cluster.
 collective_wait_s`). The search counts them as lowering will make them: a node per op
 forward and two backward; a boxing runs on the communication stream, so it cuts the compute
 chain it sits in, adding its node, two tasks (its chain and the compute after it) and two
@@ -36,9 +36,19 @@ import math
 from dataclasses import dataclass, field
 
 from ...framework.errors import ShapeError
+from ...framework.registry import get_op
 from ...framework.sbp import B, P, Split
 from .._layout import shard_shape
-from ..cost import Cluster, DeviceProfile, matmul_cost, op_time, pipeline_time, pointwise_cost
+from ..cost import (
+    AttentionShape,
+    Cluster,
+    DeviceProfile,
+    attention_times,
+    matmul_cost,
+    op_time,
+    pipeline_time,
+    pointwise_cost,
+)
 
 _PRODUCTS = {"matmul", "mm", "bmm", "linear"}
 
@@ -79,6 +89,7 @@ class PlanCounts:
     tasks: int
     switches: int  # chains that follow a chain of the other stream
     collectives: int
+    update_bytes: float = 0.0  # what the optimizer updates read and write in place
 
 
 @dataclass
@@ -136,7 +147,7 @@ class Problem:
         return parts
 
     def _box(self, val: Value, src: tuple, dst: tuple) -> tuple[float, int, int]:
-        net, device = self.cluster.network, self.device
+        net, device = self.cluster.rank_network, self.device
         total, collectives, local = 0.0, 0, 0
         for axis, (s, d) in enumerate(zip(src, dst, strict=True)):
             if s == d:
@@ -193,6 +204,7 @@ class Problem:
             + counts.tasks * device.task_s
             + counts.switches * device.switch_s
             + counts.collectives * self.cluster.collective_wait_s
+            + counts.update_bytes / device.memory_bandwidth
         )
 
     def memory(self, assign: list) -> float:
@@ -265,14 +277,16 @@ def build_problem(
         nodes.append(node)
     for t, layout in pins:
         _pin(nodes, values[known[id(t)]], layout)
-    # NOTE: in a compiled plan an op's overhead is its node's
-    device = cluster.rank_device
-    device = dataclasses.replace(device, op_overhead_s=device.node_s)
+    # NOTE: in a compiled plan an op's overhead is its node's, counted per node below
+    device = dataclasses.replace(cluster.rank_device, op_overhead_s=0.0)
     for node in nodes:
         # NOTE: a `to_global`'s cost is the boxing on its input edge
         node.plan_nodes = _plan_nodes(node, values) if node.searched else 0
         node.compute = [
-            _compute(node, c, values, device) if node.searched else 0.0 for c in node.choices
+            _compute(node, c, values, device) + node.plan_nodes * cluster.rank_device.node_s
+            if node.searched
+            else 0.0
+            for c in node.choices
         ]
         node.memory = [
             sum(
@@ -302,8 +316,12 @@ def _plan_nodes(node: Node, values: list) -> int:
 
 
 def _compute(node: Node, choice, values: list, device: DeviceProfile) -> float:
-    """Forward time of the node's shard on rank 0, and backward's twice that when it needs
-    one (the usual two products per product: the input's gradient and the weight's)."""
+    """Kernel time of the node's shard on rank 0, forward and, when it needs one, backward:
+    a view's is none (it aliases its operand, as does its gradient's), the fused
+    attention's its own tiles', any other op's backward twice its forward (the usual two
+    products per product: the input's gradient and the weight's)."""
+    if get_op(node.op).view:
+        return 0.0
     coord = (0,) * len(node.hierarchy)
     by_arg = dict(node.inputs)
     shapes, itemsize, backward = [], 1, False
@@ -314,15 +332,17 @@ def _compute(node: Node, choice, values: list, device: DeviceProfile) -> float:
         shapes.append(shard_shape(val.shape, nd, node.hierarchy, coord))
         itemsize = max(itemsize, val.itemsize)
         backward = backward or val.requires_grad
+    if node.op == "attention" and len(shapes) == 3:
+        forward, grad = attention_times(device, _attention_shape(shapes, choice), itemsize)
+        return forward + (grad if backward else 0.0)
     outs = [
         shard_shape(values[o].shape, choice.outs[k], node.hierarchy, coord)
         for k, o in enumerate(node.outputs)
     ]
-    costs = _attention_costs(node, shapes, itemsize) or _product_costs(node, shapes, itemsize)
+    costs = _product_costs(node, shapes, itemsize)
     if not costs:
         costs = [pointwise_cost(shapes, outs[0] if outs else (), itemsize)]
-    kernels = sum(op_time(device, cost, itemsize) for cost in costs)
-    forward = kernels - (len(costs) - 1) * device.op_overhead_s  # one node's overhead
+    forward = sum(op_time(device, cost, itemsize) for cost in costs)
     return forward * (3 if backward else 1)
 
 
@@ -338,15 +358,8 @@ def _product_costs(node: Node, shapes: list, itemsize: int) -> list:
         return []
 
 
-def _attention_costs(node: Node, shapes: list, itemsize: int) -> list:
-    """The fused attention's products, query @ key^T and probabilities @ value, and the
-    softmax between them (its scores read and the probabilities written)."""
-    if node.op != "attention" or len(shapes) != 3:
-        return []
+def _attention_shape(shapes: list, choice) -> AttentionShape:
     q, k, v = shapes
-    scores = (*q[:-1], k[-2])
-    return [
-        matmul_cost(q, (*k[:-2], k[-1], k[-2]), itemsize),
-        pointwise_cost([scores], scores, itemsize),
-        matmul_cost(scores, v, itemsize),
-    ]
+    return AttentionShape(
+        math.prod(q[:-2]), q[-2], k[-2], q[-1], v[-1], bool(choice.attrs.get("is_causal"))
+    )

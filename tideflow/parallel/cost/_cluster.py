@@ -25,18 +25,19 @@ from ._network import PRESET_NETWORKS, Link, Network
 @dataclasses.dataclass(frozen=True)
 class Cluster:
     """`cores_per_node` is set where the ranks are processes sharing a node's CPU cores (the
-    `local` cluster), None where each rank has a device of its own. Ranks waiting in MPI spin
-    (busy polling), so a rank never gives its share of the cores away: each gets
-    cores/ranks of them however the step's work is spread. With more ranks than cores, some
-    are descheduled at any moment, and a collective waits for the scheduler to run its peers
-    again: `descheduled_wait_s` is that wait, measured, when every peer is out."""
+    `local` cluster), None where each rank has a device of its own. With more ranks than
+    cores the scheduler time-slices them, so each computes at cores/ranks of its speed (the
+    step's work summed over ranks, over the cores). `collective_wait_s` is what each
+    collective costs beyond its transfer there: waiting for peers the scheduler has not
+    run yet, and for the ranks' busy polling to give the cores back; measured with a job of
+    this many ranks (`_calibrate.measure_collective_waits`), zero on accelerators."""
 
     device: DeviceProfile
     network: Network
     gpus_per_node: int
     nodes: int
     cores_per_node: float | None = None
-    descheduled_wait_s: float = 0.0
+    collective_wait_s: float = 0.0
 
     @property
     def devices(self) -> int:
@@ -50,13 +51,17 @@ class Cluster:
         return self.device.on_cores(self.cores_per_node / self.gpus_per_node)
 
     @property
-    def collective_wait_s(self) -> float:
-        """The expected wait of one collective for descheduled peers: the share of ranks off
-        the cores, (ranks - cores) / ranks, times the full wait."""
-        if self.cores_per_node is None or self.gpus_per_node <= self.cores_per_node:
-            return 0.0
-        off = (self.gpus_per_node - self.cores_per_node) / self.gpus_per_node
-        return off * self.descheduled_wait_s
+    def rank_network(self) -> Network:
+        """The links as one rank sees them: where ranks time-share the cores, the copies
+        that carry a message through shared memory run at the rank's share of a core."""
+        share = 1.0 if self.cores_per_node is None else self.cores_per_node / self.gpus_per_node
+        if share >= 1:
+            return self.network
+        intra, inter = self.network.intra, self.network.inter
+        return Network(
+            Link(intra.bandwidth * share, intra.latency_s),
+            Link(inter.bandwidth * share, inter.latency_s),
+        )
 
 
 def _link(spec: dict) -> Link:

@@ -37,7 +37,10 @@ class DeviceProfile:
     thread (see `compiler.lower`). `gemm_call_s` is what each matrix of a batched product
     costs beyond its FLOPs after the first (NumPy calls BLAS once per matrix; zero on GPUs,
     whose batched kernels take the whole batch). `gemm_cores` is how many CPU cores the
-    GEMM rate was measured on (min(BLAS threads, cores)); None for an accelerator."""
+    GEMM rate was measured on (min(BLAS threads, cores)); None for an accelerator.
+    `attention_score_s` and `attention_grad_score_s` are what the fused attention and its
+    backward cost per score element beyond their products (the CPU kernel's elementwise
+    passes over each tile of scores; zero on GPUs, whose fused kernels keep scores on chip)."""
 
     name: str
     peak_flops: float
@@ -51,6 +54,8 @@ class DeviceProfile:
     switch_s: float = 0.0
     gemm_call_s: float = 0.0
     gemm_cores: float | None = None
+    attention_score_s: float = 0.0
+    attention_grad_score_s: float = 0.0
 
     def on_cores(self, cores: float) -> DeviceProfile:
         """This CPU as a process gets it with `cores` cores to itself (a fraction when ranks
@@ -70,6 +75,8 @@ class DeviceProfile:
             task_s=self.task_s / serial,
             switch_s=self.switch_s / serial,
             gemm_call_s=self.gemm_call_s / serial,
+            attention_score_s=self.attention_score_s / serial,
+            attention_grad_score_s=self.attention_grad_score_s / serial,
         )
 
     def gemm_efficiency(self, m: int, n: int, k: int) -> float:

@@ -43,3 +43,73 @@ def op_time(device: DeviceProfile, cost: OpCost, itemsize: int = 2) -> float:
         return device.gemm_time(m, n, k, batch=batch, elem_bytes=itemsize)
     compute = cost.flops / (device.peak_flops * device.max_efficiency)
     return max(compute, cost.bytes / device.memory_bandwidth) + device.op_overhead_s
+
+
+# NOTE: ops/nn/attention.py's TILE; the cost model stays free of the op modules' internals
+ATTENTION_TILE = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionShape:
+    """The fused attention's operands on one rank: `batch` matrices (heads included) of
+    `rows` queries and `keys` keys, head dimension `dim`, value dimension `value_dim`."""
+
+    batch: int
+    rows: int
+    keys: int
+    dim: int
+    value_dim: int
+    causal: bool
+
+    def tiles(self) -> list[tuple[int, int]]:
+        """(rows, keys seen) per tile of query rows, as the CPU kernel runs them: causal
+        rows in tiles of ATTENTION_TILE seeing the keys up to their last row, else every row
+        in one tile seeing every key."""
+        if not self.causal:
+            return [(self.rows, self.keys)]
+        return [
+            (min(r0 + ATTENTION_TILE, self.rows) - r0, min(r0 + ATTENTION_TILE, self.keys))
+            for r0 in range(0, self.rows, ATTENTION_TILE)
+        ]
+
+    def key_tiles(self) -> list[tuple[int, int]]:
+        """(keys, rows that see them) per tile of keys, as the backward kernel runs them."""
+        if not self.causal:
+            return [(self.keys, self.rows)]
+        return [
+            (min(c0 + ATTENTION_TILE, self.keys) - c0, self.rows - min(c0, self.rows))
+            for c0 in range(0, self.keys, ATTENTION_TILE)
+        ]
+
+    def scores(self) -> int:
+        """Score elements the tiles compute (the triangle's tiles only, when causal)."""
+        return self.batch * sum(r * k for r, k in self.tiles())
+
+
+def attention_gemm_times(device: DeviceProfile, shape: AttentionShape, itemsize: int):
+    """(forward, backward) seconds of the fused attention's batched products, tile by tile:
+    forward q k^T and p v per row tile; backward dO v^T and dS k per row tile, then p^T dO
+    and dS^T q per key tile. Each product is a call (no op overhead: one node holds them)."""
+
+    def gemm(m: int, n: int, k: int) -> float:
+        if min(m, n, k) == 0:
+            return 0.0
+        return device.gemm_time(m, n, k, shape.batch, itemsize) - device.op_overhead_s
+
+    d, dv = shape.dim, shape.value_dim
+    forward = sum(gemm(r, k, d) + gemm(r, dv, k) for r, k in shape.tiles())
+    backward = sum(gemm(r, k, dv) + gemm(r, d, k) for r, k in shape.tiles())
+    backward += sum(gemm(c, dv, r) + gemm(c, d, r) for c, r in shape.key_tiles())
+    return forward, backward
+
+
+def attention_times(device: DeviceProfile, shape: AttentionShape, itemsize: int):
+    """(forward, backward) seconds of one fused attention node and its backward node: the
+    tiles' products, and the elementwise passes over each score (scale, mask, softmax and
+    its backward, copies into the saved probabilities) at the device's measured rates."""
+    forward, backward = attention_gemm_times(device, shape, itemsize)
+    scores = shape.scores()
+    return (
+        forward + scores * device.attention_score_s + device.op_overhead_s,
+        backward + scores * device.attention_grad_score_s + device.op_overhead_s,
+    )
