@@ -15,7 +15,7 @@ import time
 import numba
 import numpy as np
 
-from tideflow.backends import vecmath
+from tideflow.backends import jit, vecmath
 
 N = 1_000_000
 REPEATS = 21
@@ -24,8 +24,8 @@ vecmath.register()
 
 
 def _loop(fn):
-    # jit()'s flags, without its disk cache (a cached loop would not see edits to vecmath)
-    @numba.njit(fastmath={"contract"}, nogil=True)
+    # without the disk cache: a cached loop would not see edits to vecmath
+    @jit.jit(cache=False)
     def loop(x, out):
         for i in range(x.size):
             out[i] = fn(x[i])
@@ -67,7 +67,7 @@ _HALF, _ONE = np.float32(0.5), np.float32(1.0)
 
 
 def _gelu_loop(tanh):
-    @numba.njit(fastmath={"contract"}, nogil=True)
+    @jit.jit(cache=False)
     def gelu(x, out):
         for i in range(x.size):
             v = x[i]

@@ -35,6 +35,28 @@ def _sum_tol(dtype, n: int) -> float:
     return float(np.finfo(dtype).eps) * (8 + 2 * n)
 
 
+def _scale_loop(x, out):
+    for i in range(x.size):
+        out[i] = x[i] * np.float32(3.0)
+
+
+def test_kernels_prefer_512_bit_vectors():
+    """jit()'s kernels carry LLVM's "prefer-vector-width"="512": with AVX-512 their loops use
+    zmm registers; numba's own compilations in the process keep numba's defaults."""
+    import numba
+    from llvmlite import binding
+
+    x = np.arange(4096, dtype=np.float32)
+    ours = numba.njit(pipeline_class=jit._wide_vector_compiler())(_scale_loop)
+    theirs = numba.njit(_scale_loop)
+    for fn in (ours, theirs):
+        fn(x, np.empty_like(x))
+    assert '"prefer-vector-width"="512"' in next(iter(ours.inspect_llvm().values()))
+    assert "prefer-vector-width" not in next(iter(theirs.inspect_llvm().values()))
+    if binding.get_host_cpu_features().get("avx512f"):
+        assert "zmm" in next(iter(ours.inspect_asm().values()))
+
+
 def test_registered_and_chosen():
     for name in KERNELS:
         assert kernel_for(get_op(name)) is get_op(name).kernels[jit.KERNEL_KEY]
