@@ -11,7 +11,7 @@ import pytest
 
 import tideflow as flow
 from tideflow import nn
-from tideflow.framework.registry import get_op, kernel_for
+from tideflow.framework.registry import get_op, kernel_for, out_kernel_for
 from tideflow.nn.graph import Graph
 from tideflow.nn.graph.pending import PendingTensor
 from tideflow.runtime import SourceExhausted, TaskError
@@ -86,10 +86,13 @@ class _Gate:
 
 @pytest.fixture
 def gate(monkeypatch):
-    """Compile graphs inside the test: their plans call the gated kernel."""
+    """Compile graphs inside the test: their plans call the gated kernel (and its out
+    variant, which plans call from their second run on)."""
     gate = _Gate()
     matmul = get_op("matmul")
     monkeypatch.setattr(matmul, "chosen", {"cpu": gate.wrap(kernel_for(matmul))})
+    out_kernel = gate.wrap(out_kernel_for(matmul))
+    monkeypatch.setattr(matmul, "out_kernels", {"cpu": out_kernel})
     yield gate
     gate.open()
 

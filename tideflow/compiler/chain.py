@@ -5,12 +5,15 @@ thread hand-off) for every op: on a GPT step of ~600 nodes that is more than the
 kernels themselves. OneFlow merges the ops of one device and stream into chains for the same
 reason; here a chain is a straight-line interpreter over its nodes' kernels, in program
 order, so in-place writes and reads of views happen in the order they were traced with no
-added synchronization. Each intermediate array is dropped after its last use in the chain,
-which lets the allocator reuse its memory for the next kernel, as the memory plan assumes.
+added synchronization. Intermediates that live and die in the chain and whose kernels can
+write into given arrays are written into buffers the chain keeps from run to run
+(`arena.py`); every other intermediate is dropped after its last use in the chain, which lets
+the allocator reuse its memory for the next kernel.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from itertools import repeat
@@ -18,8 +21,9 @@ from itertools import repeat
 import numpy as np
 
 from ..distributed import faults
-from ..framework.registry import kernel_for
+from ..framework.registry import kernel_for, out_kernel_for
 from ..runtime import StepError
+from .arena import Arena, Made, observe, plan_arena
 from .ir import FORWARD, Node, Value
 
 
@@ -31,7 +35,9 @@ class Chain:
     optimizer updates. A kernel that raises fails the chain with a `StepError` naming its
     node, so errors name the op, not the chain. With `timed`, each run records its
     `timeline`: (block, start, end) for each run of consecutive nodes of one block
-    (`block_of`), on `time.perf_counter`'s clock.
+    (`block_of`), on `time.perf_counter`'s clock. The first run plans the buffers later runs
+    write intermediates into (`arena`: None before it); a run starting while another is in
+    progress (two executors of one plan) allocates its outputs instead.
     """
 
     def __init__(
@@ -55,7 +61,8 @@ class Chain:
         for v, i in last_use.items():
             if v not in kept:
                 releases[i].append(slot[v])
-        self._steps = tuple(
+        self._nodes = tuple(nodes)
+        self._plain = tuple(
             (
                 _kernel_call(node),
                 tuple(slot[v] for v in node.inputs)
@@ -66,20 +73,50 @@ class Chain:
             )
             for i, node in enumerate(nodes)
         )
+        self._steps = self._plain  # with the arena's buffers once planned
         self._size = len(slot)
         self._n_inputs = len(inputs)
         self._outputs = tuple(slot[v] for v in outputs)
+        self._kept = frozenset(range(len(inputs))) | frozenset(self._outputs)
+        self._writable = frozenset(
+            i for i, node in enumerate(nodes) if out_kernel_for(node.op) is not None
+        )
+        # NOTE: nothing to plan without out kernels: the first run needs no records
+        self.arena: Arena | None = None if self._writable else Arena({}, 0)
+        self._running = threading.Lock()
         self._blocks = tuple(block_of(node) for node in nodes) if timed else None
         self.timeline: list[tuple[str, float, float]] = []  # the latest run's, when timed
 
     def __call__(self, *arrays) -> tuple:
+        if not self._running.acquire(blocking=False):
+            return self._run(self._plain, arrays)
+        try:
+            if self.arena is not None:
+                return self._run(self._steps, arrays)
+            made: list[Made] = []
+            outputs = self._run(self._plain, arrays, made)
+            self._place(plan_arena(made, self._writable, self._kept))
+            return outputs
+        finally:
+            self._running.release()
+
+    def _place(self, arena: Arena) -> None:
+        """Run the nodes `arena` places with their out kernels, writing its views."""
+        self.arena = arena
+        self._steps = tuple(
+            step if i not in arena.views else (_kernel_call(node, arena.views[i]), *step[1:])
+            for i, (node, step) in enumerate(zip(self._nodes, self._plain, strict=True))
+        )
+
+    def _run(self, steps: tuple, arrays: tuple, made: list[Made] | None = None) -> tuple:
+        """One run of `steps`; `made` collects each node's record for planning the arena."""
         env: list = [*arrays, *([None] * (self._size - self._n_inputs))]
         blocks = self._blocks
         events: list[tuple[str, float, float]] = []
         current, start = None, 0.0
         # NOTE: untimed, every block is None: the check costs one comparison per step
-        for (call, reads, writes, releases, name), block in zip(
-            self._steps, blocks if blocks is not None else repeat(None), strict=False
+        for index, ((call, reads, writes, releases, name), block) in enumerate(
+            zip(steps, blocks if blocks is not None else repeat(None), strict=False)
         ):
             if block != current:
                 now = time.perf_counter()
@@ -92,6 +129,8 @@ class Chain:
                 raise
             except Exception as exc:
                 raise StepError(name, exc) from exc
+            if made is not None:
+                made.append(observe(index, reads, writes, env, outs))
             for i, out in zip(writes, outs, strict=True):
                 env[i] = out
             for i in releases:
@@ -116,11 +155,12 @@ def block_of(node: Node) -> str:
     return f"{'F' if scope.phase == FORWARD else 'B'}{scope.micro_batch}"
 
 
-def _kernel_call(node: Node) -> Callable[..., tuple]:
+def _kernel_call(node: Node, into: tuple[np.ndarray, ...] | None = None) -> Callable[..., tuple]:
     """`fn(*input_arrays)`: the node's kernel on its value operands (Python scalars and None
-    in their places), returning a tuple of arrays. For an update, the last input is this
-    call's attributes of every update, and the node takes its own from them."""
-    kernel = kernel_for(node.op)
+    in their places), returning a tuple of arrays; with `into`, its out kernel writing them
+    (one per output), and `into` returned. For an update, the last input is this call's
+    attributes of every update, and the node takes its own from them."""
+    kernel = kernel_for(node.op) if into is None else out_kernel_for(node.op)
     operands = node.operands
     slots = [i for i, a in enumerate(operands) if isinstance(a, Value)]
     whole = len(slots) == len(operands)
@@ -140,6 +180,9 @@ def _kernel_call(node: Node) -> Callable[..., tuple]:
             args = list(operands)
             for position, array in zip(slots, inputs, strict=True):
                 args[position] = array
+        if into is not None:
+            kernel(*args, out=into[0] if n_out == 1 else into, **kw)
+            return into
         out = kernel(*args, **kw)
         if n_out == 1:
             return (out if type(out) is np.ndarray else np.asarray(out),)

@@ -28,6 +28,7 @@ registers) and stores the group's outputs. numba compiles it (`backends/jit.py`)
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -462,9 +463,10 @@ def load(generated: Generated) -> Callable:
 
 class GeneratedKernel:
     """`kernel(*input_arrays)`: the group's generated loop, returning its outputs (fresh
-    arrays) as `FusedKernel` does. If loading or compiling fails (a rule numba cannot type),
-    the first call says why in `failure` and this and every later call run `fallback` (the
-    members' NumPy kernels)."""
+    arrays) as `FusedKernel` does; `kernel.into(*input_arrays, out=arrays)` writes them into
+    `out` instead (the fused node's out kernel). If loading or compiling fails (a rule numba
+    cannot type), the first call says why in `failure` and this and every later call run
+    `fallback` (the members' NumPy kernels)."""
 
     def __init__(
         self,
@@ -490,12 +492,20 @@ class GeneratedKernel:
         return cache_dir() / f"tf_{self.generated.key}.py"
 
     def __call__(self, *arrays):
+        return self._call(arrays, None)
+
+    def into(self, *arrays, out: np.ndarray | tuple[np.ndarray, ...]) -> None:
+        """Write the outputs into `out` (as NumPy's: the array of a single output, a tuple
+        for several), C-contiguous arrays of their shapes and dtypes."""
+        self._call(arrays, out if isinstance(out, tuple) else (out,))
+
+    def _call(self, arrays, out):
         fn = self._fn
         if fn is None:
-            return self._first_call(arrays)
-        return fn(arrays)
+            return self._first_call(arrays, out)
+        return fn(arrays, out)
 
-    def _first_call(self, arrays):
+    def _first_call(self, arrays, out):
         start = time.perf_counter()
         try:
             with warnings.catch_warnings():
@@ -503,19 +513,29 @@ class GeneratedKernel:
                 # the user's concern: they would be errors under `-W error`
                 warnings.filterwarnings("ignore", module=r"numba\.")
                 compiled = load(self.generated)
-                result = self._run(compiled, arrays)
+                result = self._run(compiled, arrays, out)
         except Exception as exc:  # numba's typing and lowering errors, an unwritable cache
             self.failure = f"{type(exc).__name__}: {exc}"
-            self._fn = lambda a: self._fallback(*a)
-            return self._fallback(*arrays)
+            self._fn = self._run_fallback
+            return self._run_fallback(arrays, out)
         finally:
             self.compile_seconds = time.perf_counter() - start
-        self._fn = lambda a: self._run(compiled, a)
+        self._fn = functools.partial(self._run, compiled)
         return result
 
-    def _run(self, compiled: Callable, arrays):
+    def _run_fallback(self, arrays, out):
+        result = self._fallback(*arrays)
+        if out is None:
+            return result
+        for o, r in zip(out, result if isinstance(result, tuple) else (result,), strict=True):
+            np.copyto(o, r)
+        return None
+
+    def _run(self, compiled: Callable, arrays, out):
         g = self.generated
-        outs = [np.empty(s, d) for s, d in zip(g.out_shapes, g.out_dtypes, strict=True)]
+        outs = out
+        if outs is None:
+            outs = [np.empty(s, d) for s, d in zip(g.out_shapes, g.out_dtypes, strict=True)]
         ins = zip(arrays, g.in_shapes, strict=True)
         compiled(
             *(_as_loop_array(o).reshape(g.loop_shape) for o in outs),

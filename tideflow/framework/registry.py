@@ -15,6 +15,12 @@ An OpDef holds what the eager, lazy (graph) and global paths need to know about 
 - `sbp(*metas, **attrs)`: the list of accepted `Signature`s.
 - `kernels`: device type -> function(*arrays, **attrs) returning array(s); `kernel_for`
   picks one.
+- `out_kernels`: backend -> the variant of that backend's kernel that writes its results
+  into arrays it is given: `fn(*arrays, out=..., **attrs)`, `out` as NumPy's (the array of
+  a single output, a tuple for several; C-contiguous, of the shapes and dtypes the kernel
+  returns), its return value ignored. It may be the kernel itself, taking `out=None`.
+  Compiled plans give these kernels buffers they reuse step after step
+  (`compiler/arena.py`); ops without one allocate their outputs.
 - `grad(ctx, *gys)`: the backward rule in tideflow ops, returning one gradient (or None) per
   operand; `ctx.<name>` reads a saved operand/output (`saves`) or an attribute.
 - `n_out`: the number of outputs; None when it depends on the attributes (split into k
@@ -78,6 +84,7 @@ class OpDef:
         "name",
         "onnx",
         "optional",
+        "out_kernels",
         "promote",
         "promote_args",
         "save_spec",
@@ -111,6 +118,7 @@ class OpDef:
         communicates: bool = False,
         scalar: Callable[..., str | None] | None = None,
         onnx: Callable[..., Any] | None = None,
+        out_kernels: dict[str, Callable[..., None]] | None = None,
     ) -> None:
         if promote not in (None, "common", "float"):
             raise ValueError(f"op {name}: promote must be None, 'common' or 'float'")
@@ -122,6 +130,9 @@ class OpDef:
         self.meta = meta
         self.sbp = sbp
         self.kernels = kernels
+        if not set(out_kernels or ()) <= set(kernels):
+            raise ValueError(f"op {name}: out_kernels {sorted(out_kernels or ())} without kernels")
+        self.out_kernels = dict(out_kernels or {})
         self.grad = grad
         self.saves = saves
         self.promote = promote
@@ -151,12 +162,17 @@ class OpDef:
         self.chosen: dict[str, Callable[..., Any]] = {}  # device type -> `kernel_for`'s pick
         _ALL_OPS.add(self)
 
-    def kernel(self, backend: str):
+    def kernel(self, backend: str, out: Callable[..., None] | None = None):
         """Decorator registering a kernel for another backend (`"cpu-jit"`: generated CPU
-        loops) from that backend's module; `kernel_for` picks among them."""
+        loops) from that backend's module, with its `out` variant if it has one
+        (`out_kernels`); `kernel_for` picks among them."""
 
         def register(fn):
             self.kernels[backend] = fn
+            if out is None:
+                self.out_kernels.pop(backend, None)
+            else:
+                self.out_kernels[backend] = out
             self.chosen.clear()
             return fn
 
@@ -221,6 +237,15 @@ def kernel_for(op: OpDef, device_type: str = "cpu") -> Callable[..., Any]:
         f"{op.name}: no kernel for device type {device_type!r} (it has kernels for "
         f"{sorted(op.kernels)})"
     )
+
+
+def out_kernel_for(op: OpDef, device_type: str = "cpu") -> Callable[..., None] | None:
+    """The variant of `kernel_for(op, device_type)` writing into given arrays
+    (`OpDef.out_kernels`), or None where that kernel has none."""
+    for backend in _BACKENDS.get(device_type, (device_type,)):
+        if backend in op.kernels:
+            return op.out_kernels.get(backend)
+    return None
 
 
 def use_generated_kernels(enabled: bool) -> bool:

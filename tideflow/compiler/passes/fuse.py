@@ -125,8 +125,10 @@ def _fused_node(
     shape = members[0].outputs[0].shape
     kernel = FusedKernel(members, inputs, outputs, _tiles(shape, tile_elements))
     kernels: dict[str, Callable] = {"cpu": kernel}
+    out_kernels: dict[str, Callable] = {}
     try:
-        kernels[jit.KERNEL_KEY] = GeneratedKernel(members, inputs, outputs, fallback=kernel)
+        generated = GeneratedKernel(members, inputs, outputs, fallback=kernel)
+        kernels[jit.KERNEL_KEY], out_kernels[jit.KERNEL_KEY] = generated, generated.into
     except Unsupported as exc:
         kernel.not_generated = str(exc)
     metas = tuple(v.meta for v in outputs)
@@ -136,6 +138,7 @@ def _fused_node(
         meta=lambda *_, **__: metas[0] if len(metas) == 1 else metas,
         sbp=_fused_sbp(shape, len(outputs)),
         kernels=kernels,
+        out_kernels=out_kernels,
         n_out=len(outputs),
         differentiable=False,
     )

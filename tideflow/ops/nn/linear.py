@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...backends import bf16_gemm
@@ -78,11 +80,34 @@ def _linear_sbp(x: Meta, w: Meta, b: Meta | None) -> list[Signature]:
     return sigs
 
 
-def _linear_kernel(x, w, b):
+def _linear_kernel(x, w, b, *, out=None):
+    """The product and bias, written into `out` when given (the result's shape and dtype,
+    C-contiguous)."""
     # NumPy would promote mixed dtypes and let the bias broadcast the output: the meta rule
     # words those errors.
     reject_unless(w.dtype == x.dtype and (b is None or b.dtype == x.dtype), "linear")
     dtype, ct = x.dtype, compute_dtype(x)
+    if dtype != ct:  # computed wider and rounded once: no product to write into
+        y = _linear_rounded(x, w, b, dtype, ct)
+        if out is None:
+            return y
+        np.copyto(out, y)
+        return out
+    if x.ndim > 2 and w.ndim == 2 and x.flags.c_contiguous:  # one GEMM (see matmul)
+        rows = math.prod(x.shape[:-1])
+        into = None if out is None else out.reshape(rows, w.shape[0])
+        y = np.matmul(x.reshape(rows, x.shape[-1]), w.T, out=into)
+        y = y.reshape(*x.shape[:-1], w.shape[0])
+    else:
+        y = np.matmul(x, w.T, out=out)
+    if b is not None:
+        reject_unless(_fits(b.shape, y.shape), "linear")
+        y += b  # y is the fresh product
+    return y
+
+
+def _linear_rounded(x, w, b, dtype, ct):
+    """Half-precision linear: float32 products and bias, rounded once."""
     if (
         dtype == bf16_gemm.BF16
         and w.ndim == 2
@@ -102,8 +127,8 @@ def _linear_kernel(x, w, b):
         y = np.matmul(x, w.T)
     if b is not None:
         reject_unless(_fits(b.shape, y.shape), "linear")
-        y += b  # y is the fresh product, of the computation dtype
-    return y.astype(dtype, copy=False)
+        y += b
+    return y.astype(dtype)
 
 
 def _linear_grad(ctx, gy):
@@ -140,6 +165,7 @@ _linear = defop(
     meta=_linear_meta,
     sbp=_linear_sbp,
     kernels={"cpu": _linear_kernel},
+    out_kernels={"cpu": _linear_kernel},
     grad=holomorphic(_linear_grad),
     saves=("input", "weight"),
     onnx=_linear_onnx,

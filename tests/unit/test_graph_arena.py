@@ -1,0 +1,210 @@
+"""The memory plan applied: chains write the outputs of kernels with an out variant into
+buffers they keep (compiler/arena.py), reused by liveness, never for what leaves the chain or
+shares memory with it; the out variants write what their kernels return."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import tideflow as flow
+from tideflow.compiler.chain import Chain
+from tideflow.compiler.passes.memory import Life, best_fit
+from tideflow.framework.dispatch import dispatch
+from tideflow.framework.registry import Meta, OpDef, get_op, kernel_for, out_kernel_for
+from tideflow.ops._rules import broadcast_only
+
+from ._graph_support import trace
+
+F32 = flow.float32
+
+
+def test_best_fit_reuses_ended_lives_smallest_first():
+    buffers = best_fit(
+        [Life("a", 0, 1, 64), Life("b", 1, 2, 32), Life("c", 2, 3, 16), Life("d", 3, 3, 64)]
+    )
+    # c starts after a's last read: a's buffer is free; d after b's: b's is too small
+    assert buffers.of == {"a": 0, "b": 1, "c": 0, "d": 2}
+    assert buffers.sizes == [64, 32, 64]
+    assert buffers.peak == 64 + 32
+
+
+CALLS: dict[str, dict[str, int]] = {}  # op name -> calls of its kernel and out kernel
+
+
+def _op(name: str, fn, out_fn=None) -> OpDef:
+    """An op of one operand, with `out_fn` as its out kernel if given; it counts the calls of
+    each kernel in `CALLS[name]`."""
+    calls = CALLS[name] = {"plain": 0, "out": 0}
+
+    def plain(x):
+        calls["plain"] += 1
+        return fn(x)
+
+    def into(x, *, out):
+        calls["out"] += 1
+        out_fn(x, out=out)
+
+    op = OpDef(
+        name, inputs=("x",), meta=lambda x: Meta(tuple(x.shape), x.dtype), sbp=broadcast_only,
+        kernels={"cpu": plain}, out_kernels={"cpu": into} if out_fn else None,
+        differentiable=False,
+    )  # fmt: skip
+    return op
+
+
+DOUBLE = _op("test_double", lambda x: 2 * x, lambda x, out: np.multiply(x, 2, out=out))
+PLUS_ONE = _op("test_plus_one", lambda x: x + 1, lambda x, out: np.add(x, 1, out=out))
+# returns its operand itself, without declaring a view: the first run sees it share memory
+SAME = _op("test_same", lambda x: x)
+
+
+def _apply(op: OpDef, x):
+    return dispatch(op, (x,), {})
+
+
+def _chain(fn, shape=(4,)):
+    program = trace(fn, (shape, F32))
+    return Chain(program.nodes, program.feeds, program.fetches), program
+
+
+def test_a_chain_writes_outputs_of_out_kernels_into_its_buffers_from_the_second_run():
+    chain, _ = _chain(lambda x: _apply(PLUS_ONE, _apply(DOUBLE, _apply(DOUBLE, x))) * 1)
+    x = np.arange(4, dtype=np.float32)
+    first = chain(x)[0]
+    assert chain.arena is not None and len(chain.arena.views) == 3
+    # two products alive at once at most: the second reuses nothing of the first, the sum
+    # reuses the first product's buffer
+    assert chain.arena.nbytes == 2 * x.nbytes
+    before = CALLS["test_double"]["out"]
+    second = chain(x + 1)[0]
+    assert CALLS["test_double"]["out"] == before + 2
+    np.testing.assert_array_equal(first, 4 * x + 1)
+    np.testing.assert_array_equal(second, 4 * (x + 1) + 1)
+
+
+def test_what_leaves_the_chain_is_never_a_buffer():
+    """The fetched product and a fetched alias of another one keep their own memory: a later
+    run does not overwrite what an earlier one returned."""
+    chain, _ = _chain(lambda x: (_apply(DOUBLE, x), _apply(SAME, _apply(PLUS_ONE, x))))
+    x = np.arange(4, dtype=np.float32)
+    doubled, plus_one = chain(x)
+    assert chain.arena.views == {}
+    chain(x + 10)
+    np.testing.assert_array_equal(doubled, 2 * x)
+    np.testing.assert_array_equal(plus_one, x + 1)
+
+
+def test_an_undeclared_alias_keeps_its_memory_alive():
+    """`same(a)` is `a`: a's buffer lives until same's result is last read, so the later
+    product cannot take it."""
+
+    def fn(x):
+        a = _apply(DOUBLE, x)
+        b = _apply(SAME, a)
+        c = _apply(PLUS_ONE, x)
+        return b * c
+
+    chain, _ = _chain(fn)
+    x = np.arange(4, dtype=np.float32)
+    for _ in range(2):
+        np.testing.assert_array_equal(chain(x)[0], (2 * x) * (x + 1))
+    assert len(chain.arena.views) == 2 and chain.arena.nbytes == 2 * x.nbytes
+
+
+def test_a_second_caller_at_once_allocates_its_outputs():
+    chain, _ = _chain(lambda x: _apply(PLUS_ONE, _apply(DOUBLE, x)) * 1)
+    x = np.arange(4, dtype=np.float32)
+    chain(x)
+    result = []
+    with chain._running:  # a run in progress on another thread
+        worker = threading.Thread(target=lambda: result.append(chain(x)[0]))
+        before = CALLS["test_double"]["out"]
+        worker.start()
+        worker.join()
+    assert CALLS["test_double"]["out"] == before
+    np.testing.assert_array_equal(result[0], 2 * x + 1)
+
+
+def _bits_of_both(op_name: str, *arrays, **attrs):
+    kernel = kernel_for(get_op(op_name))
+    expected = kernel(*arrays, **attrs)
+    out = np.full(expected.shape, np.nan, expected.dtype)
+    out_kernel_for(get_op(op_name))(*arrays, out=out, **attrs)
+    return expected, out
+
+
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape", "ta", "tb"),
+    [
+        ((5, 7), (7, 3), False, False),
+        ((2, 5, 7), (7, 3), False, False),  # rows stacked into one GEMM
+        ((2, 7, 5), (2, 3, 7), True, True),
+        ((7,), (7, 3), False, False),
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, flow.bfloat16.np])
+def test_matmul_out_kernel_writes_the_kernels_bits(a_shape, b_shape, ta, tb, dtype):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(a_shape).astype(dtype)
+    b = rng.standard_normal(b_shape).astype(dtype)
+    expected, out = _bits_of_both("matmul", a, b, ta=ta, tb=tb)
+    assert out.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("x_shape", [(5, 7), (2, 5, 7)])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, flow.bfloat16.np])
+def test_linear_out_kernel_writes_the_kernels_bits(x_shape, bias, dtype):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal((3, 7)).astype(dtype)
+    b = rng.standard_normal(3).astype(dtype) if bias else None
+    expected, out = _bits_of_both("linear", x, w, b)
+    assert out.tobytes() == expected.tobytes()
+
+
+def test_graph_steps_reuse_buffers_and_keep_their_returned_outputs():
+    """An MLP's training graph: its products run into the chain's buffers, each step equals
+    eager bit for bit, and the hidden activation returned by one step is not overwritten by
+    the next."""
+    flow.manual_seed(0)
+    make = lambda: flow.nn.Sequential(  # noqa: E731
+        flow.nn.Linear(8, 16), flow.nn.ReLU(), flow.nn.Linear(16, 4)
+    )
+    eager_model, graph_model = make(), make()
+    graph_model.load_state_dict(eager_model.state_dict())
+    eager_opt = flow.optim.SGD(eager_model.parameters(), lr=0.1)
+    graph_opt = flow.optim.SGD(graph_model.parameters(), lr=0.1)
+
+    class Train(flow.nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = graph_model
+            self.add_optimizer(graph_opt)
+
+        def build(self, x):
+            hidden = self.model[0](x)
+            loss = self.model[2](self.model[1](hidden)).square().mean()
+            loss.backward()
+            return loss, hidden
+
+    graph = Train()
+    rng = np.random.default_rng(0)
+    batches = [rng.standard_normal((32, 8)).astype(np.float32) for _ in range(3)]
+    hiddens = []
+    for batch in batches:
+        x = flow.tensor(batch)
+        loss, hidden = graph(x)
+        eager_hidden = eager_model[0](x)
+        eager_loss = eager_model[2](eager_model[1](eager_hidden)).square().mean()
+        eager_opt.zero_grad()
+        eager_loss.backward()
+        eager_opt.step()
+        assert loss.numpy().tobytes() == eager_loss.numpy().tobytes()
+        hiddens.append((hidden, eager_hidden.detach().numpy().copy()))
+    for hidden, eager_hidden in hiddens:
+        assert hidden.numpy().tobytes() == eager_hidden.tobytes()
+    compiled = graph._latest
+    chains = [t.fn for t in compiled.plan.tasks if isinstance(t.fn, Chain)]
+    assert sum(len(c.arena.views) for c in chains) >= 3  # the backward's products at least
