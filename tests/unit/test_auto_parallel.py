@@ -146,6 +146,11 @@ def test_pipeline_stages_overlap_in_the_lowered_step():
     problem = Problem(nodes, [source], CLUSTER, micro_batches=2)
     assert search(problem).time == pytest.approx(8e-3 + 4 * DEVICE.node_s)
     assert problem.work([0] * 4) == pytest.approx(7e-3)
+    # two ranks on one core, each priced at half its speed (2 and 6 ms): at a core a rank
+    # the critical path is 3.5 ms (0.5 ms, then two 1.5 ms micro-batches), but the one
+    # core does both ranks' 1 + 3 ms
+    shared = Cluster(DEVICE, Network(LINK, LINK), 2, 1, cores_per_node=1)
+    assert Problem(nodes, [source], shared, micro_batches=2).work([0] * 4) == pytest.approx(4e-3)
     one_stage = Problem(nodes[:2], [source], CLUSTER, micro_batches=2)
     nodes[1].ranks = (0, 1)  # overlapping rank sets: no pipeline to overlap
     assert one_stage.work([0, 0]) == pytest.approx(4e-3)

@@ -195,7 +195,17 @@ class Problem:
         if len(stages) == 1 or not disjoint:
             return sum(stages.values())
         m = self.micro_batches
-        return pipeline_time([t / m for t in stages.values()], m).total_s
+        cores = self.cluster.cores_per_node
+        if cores is None or cores >= self.cluster.gpus_per_node:
+            return pipeline_time([t / m for t in stages.values()], m).total_s
+        # NOTE: ranks time-share the cores: a stage waiting for its micro-batch gives its
+        # cores to the busy ones, so the critical path runs at a core a rank (the stages'
+        # times are priced at each rank's share of the cores), but the cores still do
+        # every rank's work.
+        share = cores / self.cluster.gpus_per_node
+        path = pipeline_time([t * share / m for t in stages.values()], m).total_s
+        every_rank = sum(len(ranks) * t * share for ranks, t in stages.items()) / cores
+        return max(path, every_rank)
 
     def overhead(self, counts: PlanCounts) -> float:
         device = self.device
