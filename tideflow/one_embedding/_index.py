@@ -1,10 +1,10 @@
 """The key -> row index of a store: an open-addressing hash table on NumPy arrays.
 
-Slots hold a key, its table (stored as table + 1, so that zeroed memory, including a fresh
-sparse file, is an empty table) and the row the key's values occupy. Lookups and inserts
-work on whole batches of keys: each round probes one slot for every key still searching
-(linear probing), so the Python loop runs once per probe length, never once per key. Keys
-are never removed, so a probe ends at the key or at the first empty slot.
+Slots hold a key, its table (stored as table + 1, so that zeroed memory is an empty table)
+and the row the key's values occupy. Lookups and inserts work on whole batches of keys: each
+round probes one slot for every key still searching (linear probing), so the Python loop
+runs once per probe length, never once per key. Keys are never removed, so a probe ends at
+the key or at the first empty slot.
 """
 
 from __future__ import annotations
@@ -17,17 +17,17 @@ MAX_LOAD = 0.5  # linear probing stays short (about 1.5 probes per hit) up to ha
 
 
 class HashIndex:
-    """`n_slots` (a power of two) slots in three arrays made by `alloc(name, shape, dtype)`
-    (new and zero-filled: host memory or memory-mapped files)."""
+    """`n_slots` (a power of two) slots in three zero-filled arrays in host memory (20 bytes
+    a slot; pages are committed as keys land on them)."""
 
-    def __init__(self, alloc, n_slots: int, prefix: str = "index") -> None:
+    def __init__(self, n_slots: int) -> None:
         if n_slots & (n_slots - 1):
             raise ValueError(f"HashIndex: n_slots must be a power of two, got {n_slots}")
         self.n_slots = n_slots
         self._mask = np.uint64(n_slots - 1)
-        self.keys = alloc(f"{prefix}.keys", (n_slots,), np.int64)
-        self.tags = alloc(f"{prefix}.tags", (n_slots,), np.int32)
-        self.rows = alloc(f"{prefix}.rows", (n_slots,), np.int64)
+        self.keys = np.zeros(n_slots, np.int64)
+        self.tags = np.zeros(n_slots, np.int32)
+        self.rows = np.zeros(n_slots, np.int64)
         self.size = 0  # keys held
 
     def _home(self, tables: np.ndarray, keys: np.ndarray) -> np.ndarray:

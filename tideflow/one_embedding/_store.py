@@ -4,7 +4,9 @@ optimizer state, so an update reads and writes one row per key.
 A store maps a batch of distinct (table, key) pairs to *positions* (`locate`), then reads and
 writes rows at those positions. `HostStore` keeps every row in host memory (positions are
 rows); `DiskStore` keeps rows in a memory-mapped file and the most recently used ones in an
-in-memory cache (positions are cache lines, valid until the next `locate`).
+in-memory cache (positions are cache lines, valid until the next `locate`). Both keep the
+key -> row index in host memory, as OneFlow's stores do: a lookup probes it at random, which
+a memory-mapped index would turn into page faults (several per key).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class HostStore:
         self.width = width
         self.dtype = np.dtype(dtype)
         self.capacity = capacity
-        self._alloc = alloc if alloc is not None else HostArrays()
+        self._alloc = alloc if alloc is not None else HostArrays()  # makes the rows array
         self._made = 0  # arrays made so far: each gets a name of its own
         self._start()
 
@@ -44,18 +46,13 @@ class HostStore:
         start = (
             self._initial_keys if self.capacity is None else min(self.capacity, self._initial_keys)
         )
-        self._index_name = self._new_name("index")
-        self.index = HashIndex(self._alloc, slots_for(start), self._index_name)
+        self.index = HashIndex(slots_for(start))
         self._rows_name = self._new_name("rows")
         self._rows = self._alloc(self._rows_name, (start, self.width), self.dtype)
 
     def _new_name(self, what: str) -> str:
         self._made += 1
         return f"{what}.{self._made}"
-
-    def _release_index(self, name: str) -> None:
-        for what in ("keys", "tags", "rows"):
-            self._alloc.release(f"{name}.{what}")
 
     def __len__(self) -> int:
         return self.index.size
@@ -130,15 +127,13 @@ class HostStore:
     def _grow_index(self, n_keys: int) -> None:
         limit = slots_for(self.capacity) if self.capacity is not None else None
         want = slots_for(2 * n_keys) if limit is None else min(slots_for(2 * n_keys), limit)
-        old, old_name = self.index, self._index_name
-        self._index_name = self._new_name("index")
-        self.index = HashIndex(self._alloc, want, self._index_name)
+        old = self.index
+        self.index = HashIndex(want)
         for start in range(0, old.n_slots, _CHUNK):
             part = old.tags[start : start + _CHUNK]
             used = np.flatnonzero(part) + start
             if used.size:
                 self.index.insert(old.tags[used] - 1, old.keys[used], old.rows[used])
-        self._release_index(old_name)
 
     def _reserve_rows(self, n_rows: int) -> None:
         have = self._rows.shape[0]
@@ -201,7 +196,6 @@ class HostStore:
 
     def clear(self) -> None:
         """Forget every key (the arrays start over at their initial size)."""
-        self._release_index(self._index_name)
         self._alloc.release(self._rows_name)
         self._start()
 
@@ -218,9 +212,11 @@ class HostStore:
 
 
 class DiskStore(HostStore):
-    """Rows and index in memory-mapped files under `directory` (sized for `capacity` keys
-    up front: sparse files cost no disk until written); a cache of `cache_budget_mb` holds
-    the most recently used rows in memory.
+    """Rows in a memory-mapped file under `directory` (sized for `capacity` keys up front: a
+    sparse file costs no disk until written); a cache of `cache_budget_mb` holds the most
+    recently used rows in memory. The index and the map of cached slots stay in host memory
+    beside the cache: 24 bytes per index slot (two slots per key at most), which for large
+    tables is more than the cache.
 
     Cache lines are evicted least recently used first, a batch at a time (an eighth of the
     cache: one `argpartition` of the use stamps serves many steps); dirty lines are written
@@ -253,13 +249,8 @@ class DiskStore(HostStore):
         self._n_free = n
         self._clock = 0
         self._mapped = 0  # bytes of file pages lookups may have mapped since the last drop
-        self._line_of_name = self._new_name("lines")
         # the line caching each index slot, plus one (0: not cached)
-        self._line_of = self._files(self._line_of_name, (self.index.n_slots,), np.int32)
-
-    def _drop_cache(self) -> None:
-        self.flush()
-        self._files.release(self._line_of_name)
+        self._line_of = np.zeros(self.index.n_slots, np.int32)
 
     @property
     def cache_rows(self) -> int:
@@ -279,10 +270,10 @@ class DiskStore(HostStore):
         lines = np.full(keys.shape, -1, np.int64)
         present = np.flatnonzero(slots >= 0)
         lines[present] = self._resident(slots[present], fresh[present])
-        # NOTE: Linux maps up to 64 KiB around each file page a read faults in (fault-around),
-        # in each of the index's three arrays, the line map and the rows file: hand the
-        # pages back once lookups may have mapped half the budget's worth
-        self._mapped += 5 * _FAULT_AROUND * keys.size
+        # NOTE: Linux maps up to 64 KiB around each page of the rows file a read faults in
+        # (fault-around): hand the pages back once lookups may have mapped half the budget's
+        # worth
+        self._mapped += _FAULT_AROUND * keys.size
         if self._mapped > self._budget // 2:
             self._drop_pages()
         return lines
@@ -364,19 +355,15 @@ class DiskStore(HostStore):
 
     def _grow_index(self, n_keys: int) -> None:
         # NOTE: the line map is per slot: write the cache back and start it over
-        self._drop_cache()
+        self.flush()
         super()._grow_index(n_keys)
         self._make_cache()
 
     def widen(self, width: int, fill: np.ndarray) -> None:
         if width > self.width:
-            self._drop_cache()
+            self.flush()
             super().widen(width, fill)
             self._make_cache()
-
-    def clear(self) -> None:
-        self._files.release(self._line_of_name)
-        super().clear()
 
     def piece_rows(self) -> int:
         return max(self.cache_rows // 2, 1)
