@@ -12,7 +12,7 @@ This layer knows arrays only: `tideflow/ops/_generated.py` registers the kernels
 
 from __future__ import annotations
 
-from . import activation, bfloat16, norm, optim, softmax
+from . import activation, attention, bfloat16, norm, optim, softmax
 
 KERNELS = {
     **optim.KERNELS,
@@ -20,4 +20,5 @@ KERNELS = {
     **softmax.KERNELS,
     **activation.KERNELS,
     **bfloat16.KERNELS,
+    **attention.KERNELS,
 }
