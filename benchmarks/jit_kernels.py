@@ -121,6 +121,36 @@ def _cases(torch):
             (lambda ref=ref, a=args, k=attrs: ref(*a, **k)),
             refs[label],
         )
+    yield _attention_case(torch)
+
+
+def _attention_case(torch):
+    """The fused attention op forward and backward (two kernels) on W3's heads: (8, 4, 128,
+    64) causal, transposed views of (B, T, H, D) as the model splits them; torch's SDPA
+    forward and backward."""
+    rng = np.random.default_rng(0)
+    q, k, v, g = (rng.standard_normal((8, 128, 4, 64)).astype(np.float32).swapaxes(1, 2)
+                  for _ in range(4))  # fmt: skip
+    attrs = dict(scale=0.125, is_causal=True)
+
+    def step(forward, backward):
+        def call():
+            _, probs = forward(q, k, v, **attrs)
+            backward(g, q, k, v, probs, **attrs)
+
+        return call
+
+    (gen, ref), (gen_b, ref_b) = _kernels("attention"), _kernels("attention_backward")
+    tref = None
+    if torch is not None:
+        tq, tk, tv = (torch.from_numpy(a).requires_grad_() for a in (q, k, v))
+        tg = torch.from_numpy(g)
+
+        def tref():
+            out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+            out.backward(tg)
+
+    return "attention fwd+bwd W3 causal", step(gen, gen_b), step(ref, ref_b), tref
 
 
 def run() -> list[tuple[str, float, float, float | None]]:
