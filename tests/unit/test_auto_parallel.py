@@ -175,11 +175,31 @@ def test_fused_attention_is_priced_tile_by_tile():
     assert _problem._compute(node, causal, values, device) == pytest.approx(forward + backward)
 
 
-def test_a_view_costs_its_nodes_only():
-    values = [Value((64, 64), 4, True, (1,), layout=(B,))]
-    node = Node("reshape", "", (1,), [Choice(((B,),), ((B,),))], 0, [(0, 0)])
+def test_a_view_costs_its_nodes_only_unless_its_gradient_is_a_new_buffer():
+    values = [Value((64, 64), 4, True, (1,), layout=(B,)), Value((4096,), 4, True, (1,))]
+    values += [Value((32, 64), 4, True, (1,)), Value((32, 64), 4, True, (1,))]
     device = DeviceProfile("d", 1e10, 1e9, 1e9, max_efficiency=1.0, half_size=0.0)
-    assert _problem._compute(node, node.choices[0], values, device) == 0
+    flat = Node("reshape", "", (1,), [Choice(((B,),), ((B,),))], 0, [(0, 0)], outputs=[1])
+    assert _problem._compute(flat, flat.choices[0], values, device) == 0
+    # split's gradient concatenates its two halves' gradients: both read, the whole written
+    halves = Choice(((B,),), ((B,), (B,)))
+    split = Node("split", "", (1,), [halves], 0, [(0, 0)], outputs=[2, 3])
+    assert _problem._compute(split, halves, values, device) == pytest.approx(2 * 4 * 4096 / 1e9)
+
+
+def test_a_linear_layer_adds_its_bias_and_sums_its_gradient():
+    x, weight, bias = (64, 32), (16, 32), (16,)
+    values = [Value(shape, 4, True, (1,), layout=(B,)) for shape in (x, weight, bias)]
+    values.append(Value((64, 16), 4, True, (1,)))
+    node = Node("linear", "", (1,), [Choice(((B,),) * 3, ((B,),))], 0, [(0, 0), (1, 1), (2, 2)])
+    node.outputs = [3]
+    device = DeviceProfile("d", 1e10, 1e9, 1e9, max_efficiency=1.0, half_size=0.0)
+    # the product is bound by memory: x, the weight and the output move in 14 us
+    product = max(2 * 64 * 16 * 32 / 1e10, 4 * (64 * 32 + 16 * 32 + 64 * 16) / 1e9)
+    add = 4 * (64 * 16 + 16 + 64 * 16) / 1e9  # the output and bias read, the output written
+    summed = 4 * (64 * 16 + 16) / 1e9  # the output's gradient read, the bias's written
+    want = product + add + 2 * product + summed
+    assert _problem._compute(node, node.choices[0], values, device) == pytest.approx(want)
 
 
 def test_a_local_boxing_cuts_the_chain_but_waits_for_no_one():

@@ -327,11 +327,10 @@ def _plan_nodes(node: Node, values: list) -> int:
 
 def _compute(node: Node, choice, values: list, device: DeviceProfile) -> float:
     """Kernel time of the node's shard on rank 0, forward and, when it needs one, backward:
-    a view's is none (it aliases its operand, as does its gradient's), the fused
-    attention's its own tiles', any other op's backward twice its forward (the usual two
-    products per product: the input's gradient and the weight's)."""
-    if get_op(node.op).view:
-        return 0.0
+    a view's own in neither, but the gradient of one that selects or repeats elements is a
+    new buffer of its operand's size; the fused attention's its own tiles'; any other op's
+    backward twice its forward (the usual two products per product: the input's gradient
+    and the weight's), and a linear layer's bias added and its gradient summed."""
     coord = (0,) * len(node.hierarchy)
     by_arg = dict(node.inputs)
     shapes, itemsize, backward = [], 1, False
@@ -342,18 +341,34 @@ def _compute(node: Node, choice, values: list, device: DeviceProfile) -> float:
         shapes.append(shard_shape(val.shape, nd, node.hierarchy, coord))
         itemsize = max(itemsize, val.itemsize)
         backward = backward or val.requires_grad
-    if node.op == "attention" and len(shapes) == 3:
-        forward, grad = attention_times(device, _attention_shape(shapes, choice), itemsize)
-        return forward + (grad if backward else 0.0)
     outs = [
         shard_shape(values[o].shape, choice.outs[k], node.hierarchy, coord)
         for k, o in enumerate(node.outputs)
     ]
+    if get_op(node.op).view:
+        return _view_grad(device, shapes, outs, itemsize) if backward else 0.0
+    if node.op == "attention" and len(shapes) == 3:
+        forward, grad = attention_times(device, _attention_shape(shapes, choice), itemsize)
+        return forward + (grad if backward else 0.0)
     costs = _product_costs(node, shapes, itemsize)
     if not costs:
         costs = [pointwise_cost(shapes, outs[0] if outs else (), itemsize)]
     forward = sum(op_time(device, cost, itemsize) for cost in costs)
-    return forward * (3 if backward else 1)
+    grad = 2 * forward
+    if node.op == "linear" and len(shapes) == 3 and outs:
+        out, bias = outs[0], shapes[2]
+        forward += op_time(device, pointwise_cost([out, bias], out, itemsize), itemsize)
+        grad += op_time(device, pointwise_cost([out], bias, itemsize), itemsize)
+    return forward + (grad if backward else 0.0)
+
+
+def _view_grad(device: DeviceProfile, shapes: list, outs: list, itemsize: int) -> float:
+    """A view's backward: a view again where it keeps every element once (reshape,
+    permute); else (slices, splits, expands) the outputs' gradients written into, or summed
+    to, a new gradient of the operand's size."""
+    if not shapes or all(math.prod(out) == math.prod(shapes[0]) for out in outs):
+        return 0.0
+    return op_time(device, pointwise_cost(outs, shapes[0], itemsize), itemsize)
 
 
 def _product_costs(node: Node, shapes: list, itemsize: int) -> list:
