@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import tideflow as flow
+from tideflow.backends import jit
 from tideflow.compiler.chain import Chain
+from tideflow.compiler.codegen import GeneratedKernel
 from tideflow.compiler.passes.memory import Life, best_fit
 from tideflow.framework.dispatch import dispatch
 from tideflow.framework.registry import Meta, OpDef, get_op, kernel_for, out_kernel_for
@@ -43,7 +45,7 @@ def _op(name: str, fn, out_fn=None) -> OpDef:
 
     def into(x, *, out):
         calls["out"] += 1
-        out_fn(x, out=out)
+        return out_fn(x, out=out)
 
     op = OpDef(
         name, inputs=("x",), meta=lambda x: Meta(tuple(x.shape), x.dtype), sbp=broadcast_only,
@@ -126,12 +128,14 @@ def test_a_second_caller_at_once_allocates_its_outputs():
     np.testing.assert_array_equal(result[0], 2 * x + 1)
 
 
-def _bits_of_both(op_name: str, *arrays, **attrs):
-    kernel = kernel_for(get_op(op_name))
-    expected = kernel(*arrays, **attrs)
+def _check_out_kernel(op_name: str, *arrays, **attrs) -> None:
+    """The op's out kernel returns the kernel's bits, written into `out` unless half
+    precision (computed in float32 and rounded: a fresh array)."""
+    expected = kernel_for(get_op(op_name))(*arrays, **attrs)
     out = np.full(expected.shape, np.nan, expected.dtype)
-    out_kernel_for(get_op(op_name))(*arrays, out=out, **attrs)
-    return expected, out
+    got = out_kernel_for(get_op(op_name))(*arrays, out=out, **attrs)
+    assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes()
+    assert np.shares_memory(got, out) == (expected.dtype != flow.bfloat16.np)
 
 
 @pytest.mark.parametrize(
@@ -144,24 +148,22 @@ def _bits_of_both(op_name: str, *arrays, **attrs):
     ],
 )
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, flow.bfloat16.np])
-def test_matmul_out_kernel_writes_the_kernels_bits(a_shape, b_shape, ta, tb, dtype):
+def test_matmul_out_kernel_returns_the_kernels_bits(a_shape, b_shape, ta, tb, dtype):
     rng = np.random.default_rng(0)
     a = rng.standard_normal(a_shape).astype(dtype)
     b = rng.standard_normal(b_shape).astype(dtype)
-    expected, out = _bits_of_both("matmul", a, b, ta=ta, tb=tb)
-    assert out.tobytes() == expected.tobytes()
+    _check_out_kernel("matmul", a, b, ta=ta, tb=tb)
 
 
 @pytest.mark.parametrize("x_shape", [(5, 7), (2, 5, 7)])
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("dtype", [np.float32, flow.bfloat16.np])
-def test_linear_out_kernel_writes_the_kernels_bits(x_shape, bias, dtype):
+def test_linear_out_kernel_returns_the_kernels_bits(x_shape, bias, dtype):
     rng = np.random.default_rng(1)
     x = rng.standard_normal(x_shape).astype(dtype)
     w = rng.standard_normal((3, 7)).astype(dtype)
     b = rng.standard_normal(3).astype(dtype) if bias else None
-    expected, out = _bits_of_both("linear", x, w, b)
-    assert out.tobytes() == expected.tobytes()
+    _check_out_kernel("linear", x, w, b)
 
 
 def test_graph_steps_reuse_buffers_and_keep_their_returned_outputs():
@@ -208,3 +210,17 @@ def test_graph_steps_reuse_buffers_and_keep_their_returned_outputs():
     compiled = graph._latest
     chains = [t.fn for t in compiled.plan.tasks if isinstance(t.fn, Chain)]
     assert sum(len(c.arena.views) for c in chains) >= 3  # the backward's products at least
+
+
+@pytest.mark.skipif(not jit.available(), reason="numba is not installed")
+def test_a_generated_loop_writes_into_the_arrays_it_is_given():
+    program = trace(lambda x: (x * 3).relu() - x, ((6,), F32))
+    reference = Chain(program.nodes, program.feeds, program.fetches)
+    kernel = GeneratedKernel(
+        program.nodes, program.feeds, program.fetches, fallback=lambda x: reference(x)[0]
+    )
+    x = np.linspace(-2, 2, 6, dtype=np.float32)
+    out = np.full(6, np.nan, np.float32)
+    got = kernel(x, out=out)
+    assert kernel.failure is None
+    assert got is out and out.tobytes() == kernel(x).tobytes()

@@ -157,9 +157,9 @@ def block_of(node: Node) -> str:
 
 def _kernel_call(node: Node, into: tuple[np.ndarray, ...] | None = None) -> Callable[..., tuple]:
     """`fn(*input_arrays)`: the node's kernel on its value operands (Python scalars and None
-    in their places), returning a tuple of arrays; with `into`, its out kernel writing them
-    (one per output), and `into` returned. For an update, the last input is this call's
-    attributes of every update, and the node takes its own from them."""
+    in their places), returning a tuple of arrays; with `into` (one array per output), its
+    out kernel writing them. For an update, the last input is this call's attributes of
+    every update, and the node takes its own from them."""
     kernel = kernel_for(node.op) if into is None else out_kernel_for(node.op)
     operands = node.operands
     slots = [i for i, a in enumerate(operands) if isinstance(a, Value)]
@@ -180,10 +180,10 @@ def _kernel_call(node: Node, into: tuple[np.ndarray, ...] | None = None) -> Call
             args = list(operands)
             for position, array in zip(slots, inputs, strict=True):
                 args[position] = array
-        if into is not None:
-            kernel(*args, out=into[0] if n_out == 1 else into, **kw)
-            return into
-        out = kernel(*args, **kw)
+        if into is None:
+            out = kernel(*args, **kw)
+        else:
+            out = kernel(*args, out=into[0] if n_out == 1 else into, **kw)
         if n_out == 1:
             return (out if type(out) is np.ndarray else np.asarray(out),)
         if n_out == 0:

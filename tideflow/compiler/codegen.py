@@ -463,10 +463,11 @@ def load(generated: Generated) -> Callable:
 
 class GeneratedKernel:
     """`kernel(*input_arrays)`: the group's generated loop, returning its outputs (fresh
-    arrays) as `FusedKernel` does; `kernel.into(*input_arrays, out=arrays)` writes them into
-    `out` instead (the fused node's out kernel). If loading or compiling fails (a rule numba
-    cannot type), the first call says why in `failure` and this and every later call run
-    `fallback` (the members' NumPy kernels)."""
+    arrays) as `FusedKernel` does, or written into `out=` (as NumPy's: the array of a single
+    output, a tuple for several; C-contiguous, of their shapes and dtypes): the fused node's
+    kernel and out kernel. If loading or compiling fails (a rule numba cannot type), the
+    first call says why in `failure` and this and every later call run `fallback` (the
+    members' NumPy kernels, on fresh arrays)."""
 
     def __init__(
         self,
@@ -491,15 +492,9 @@ class GeneratedKernel:
     def path(self) -> Path:
         return cache_dir() / f"tf_{self.generated.key}.py"
 
-    def __call__(self, *arrays):
-        return self._call(arrays, None)
-
-    def into(self, *arrays, out: np.ndarray | tuple[np.ndarray, ...]) -> None:
-        """Write the outputs into `out` (as NumPy's: the array of a single output, a tuple
-        for several), C-contiguous arrays of their shapes and dtypes."""
-        self._call(arrays, out if isinstance(out, tuple) else (out,))
-
-    def _call(self, arrays, out):
+    def __call__(self, *arrays, out: np.ndarray | tuple[np.ndarray, ...] | None = None):
+        if out is not None and not isinstance(out, tuple):
+            out = (out,)
         fn = self._fn
         if fn is None:
             return self._first_call(arrays, out)
@@ -524,12 +519,7 @@ class GeneratedKernel:
         return result
 
     def _run_fallback(self, arrays, out):
-        result = self._fallback(*arrays)
-        if out is None:
-            return result
-        for o, r in zip(out, result if isinstance(result, tuple) else (result,), strict=True):
-            np.copyto(o, r)
-        return None
+        return self._fallback(*arrays)
 
     def _run(self, compiled: Callable, arrays, out):
         g = self.generated

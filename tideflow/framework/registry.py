@@ -18,9 +18,10 @@ An OpDef holds what the eager, lazy (graph) and global paths need to know about 
 - `out_kernels`: backend -> the variant of that backend's kernel that writes its results
   into arrays it is given: `fn(*arrays, out=..., **attrs)`, `out` as NumPy's (the array of
   a single output, a tuple for several; C-contiguous, of the shapes and dtypes the kernel
-  returns), its return value ignored. It may be the kernel itself, taking `out=None`.
-  Compiled plans give these kernels buffers they reuse step after step
-  (`compiler/arena.py`); ops without one allocate their outputs.
+  returns). It returns its results as the kernel does: `out` where it wrote them, fresh
+  arrays where it could not (a result computed wider and rounded). It may be the kernel
+  itself, taking `out=None`. Compiled plans give these kernels buffers they reuse step
+  after step (`compiler/arena.py`); ops without one allocate their outputs.
 - `grad(ctx, *gys)`: the backward rule in tideflow ops, returning one gradient (or None) per
   operand; `ctx.<name>` reads a saved operand/output (`saves`) or an attribute.
 - `n_out`: the number of outputs; None when it depends on the attributes (split into k

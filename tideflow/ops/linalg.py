@@ -115,8 +115,8 @@ _RANK_WORDS = {
 
 def _matmul_arrays(a, b, ta: bool, tb: bool, out=None):
     """op(a) @ op(b), op transposing the last two axes when flagged, written into `out` when
-    given (the product's shape and dtype, C-contiguous). Half precision accumulates in
-    float32 (NumPy has no half BLAS) and rounds once."""
+    given (the product's shape and dtype, C-contiguous) unless half precision: that
+    accumulates in float32 (NumPy has no half BLAS) and rounds once, into a fresh array."""
     if ta:
         a = np.swapaxes(a, -1, -2)
     if tb:
@@ -133,13 +133,8 @@ def _matmul_arrays(a, b, ta: bool, tb: bool, out=None):
         matrices = a.dtype == _BF16 and a.ndim >= 2 and b.ndim >= 2
         if matrices and bf16_gemm.worth_it(a.shape[-2], a.shape[-1], b.shape[-1]):
             # AVX512-BF16 products with float32 sums (3x float32 BLAS), rounded once
-            product = bf16_gemm.rounded(bf16_gemm.bf16_gemm(a, b))
-        else:
-            product = np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
-        if out is None:
-            return product
-        np.copyto(out, product)  # NOTE: made in float32 and rounded: no product to write into
-        return out
+            return bf16_gemm.rounded(bf16_gemm.bf16_gemm(a, b))
+        return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
     return np.matmul(a, b, out=out)
 
 

@@ -128,7 +128,7 @@ def _fused_node(
     out_kernels: dict[str, Callable] = {}
     try:
         generated = GeneratedKernel(members, inputs, outputs, fallback=kernel)
-        kernels[jit.KERNEL_KEY], out_kernels[jit.KERNEL_KEY] = generated, generated.into
+        kernels[jit.KERNEL_KEY] = out_kernels[jit.KERNEL_KEY] = generated
     except Unsupported as exc:
         kernel.not_generated = str(exc)
     metas = tuple(v.meta for v in outputs)

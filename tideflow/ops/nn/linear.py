@@ -82,17 +82,13 @@ def _linear_sbp(x: Meta, w: Meta, b: Meta | None) -> list[Signature]:
 
 def _linear_kernel(x, w, b, *, out=None):
     """The product and bias, written into `out` when given (the result's shape and dtype,
-    C-contiguous)."""
+    C-contiguous) unless half precision (computed wider, rounded into a fresh array)."""
     # NumPy would promote mixed dtypes and let the bias broadcast the output: the meta rule
     # words those errors.
     reject_unless(w.dtype == x.dtype and (b is None or b.dtype == x.dtype), "linear")
     dtype, ct = x.dtype, compute_dtype(x)
-    if dtype != ct:  # computed wider and rounded once: no product to write into
-        y = _linear_rounded(x, w, b, dtype, ct)
-        if out is None:
-            return y
-        np.copyto(out, y)
-        return out
+    if dtype != ct:
+        return _linear_rounded(x, w, b, dtype, ct)
     if x.ndim > 2 and w.ndim == 2 and x.flags.c_contiguous:  # one GEMM (see matmul)
         rows = math.prod(x.shape[:-1])
         into = None if out is None else out.reshape(rows, w.shape[0])
