@@ -13,7 +13,15 @@ from tideflow.compiler.chain import Chain
 from tideflow.compiler.codegen import GeneratedKernel
 from tideflow.compiler.passes.memory import Life, best_fit
 from tideflow.framework.dispatch import dispatch
-from tideflow.framework.registry import Meta, OpDef, get_op, kernel_for, out_kernel_for
+from tideflow.framework.errors import Rejected
+from tideflow.framework.registry import (
+    Meta,
+    OpDef,
+    all_ops,
+    get_op,
+    kernel_for,
+    out_kernel_for,
+)
 from tideflow.ops._rules import broadcast_only
 
 from ._graph_support import trace
@@ -224,3 +232,35 @@ def test_a_generated_loop_writes_into_the_arrays_it_is_given():
     got = kernel(x, out=out)
     assert kernel.failure is None
     assert got is out and out.tobytes() == kernel(x).tobytes()
+
+
+_BINARY_WITH_OUT = sorted(
+    op.name
+    for op in all_ops().values()
+    if op.elementwise and op.inputs == ("input", "other") and "cpu" in op.out_kernels
+)
+
+
+def test_the_arithmetic_ops_write_into_given_arrays():
+    assert {"add", "sub", "mul", "div"} <= set(_BINARY_WITH_OUT)
+
+
+@pytest.mark.parametrize("name", _BINARY_WITH_OUT)
+@pytest.mark.parametrize("dtype", [np.float32, flow.bfloat16.np, np.int64])
+def test_binary_out_kernels_return_the_kernels_bits(name, dtype):
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((3, 4)) * 4).astype(dtype)
+    y = (rng.standard_normal(4) * 4 + 8).astype(dtype)  # broadcast, no zeros to divide by
+    try:
+        expected = np.asarray(kernel_for(get_op(name))(x, y))
+    except (TypeError, Rejected):  # the op refuses these dtypes: so must its out kernel
+        with pytest.raises((TypeError, Rejected)):
+            out_kernel_for(get_op(name))(x, y, out=np.empty((3, 4), dtype))
+        return
+    out = np.empty(expected.shape, expected.dtype)
+    got = out_kernel_for(get_op(name))(x, y, out=out)
+    assert got is out and got.tobytes() == expected.tobytes()
+    # a Python number keeps the kernel's own rules (bfloat16 rounding): a fresh array
+    expected = np.asarray(kernel_for(get_op(name))(x, 3))
+    got = out_kernel_for(get_op(name))(x, 3, out=out)
+    assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes()

@@ -177,6 +177,19 @@ def _second_scalar_in_float32(kernel):
     return run
 
 
+def _ufunc_into(ufunc: np.ufunc, kernel):
+    """The out kernel of `kernel`, which runs `ufunc`: two arrays computed into `out`, as
+    `kernel` computes them; a Python scalar operand goes through `kernel` (its rounding
+    rules), into a fresh array."""
+
+    def run(x, y, *, out):
+        if type(x) is _ndarray and type(y) is _ndarray:
+            return ufunc(x, y, out=out)
+        return kernel(x, y)
+
+    return run
+
+
 def _round_to_bfloat16(out, array):
     widened = out.dtype is _F32 or out.dtype is _F64
     return out.astype(_BF16) if widened and array.dtype is _BF16 else out
@@ -275,7 +288,9 @@ def _binary(
     """One broadcasting two-operand op. `kinds`: the computation dtypes its meta rule accepts
     (the kernel must raise for the others: NumPy does for some, `_accepting` for the rest);
     `scalar`: its rule for generated loops (`OpDef.scalar`); `scalar_in_float32`: see
-    `_second_scalar_in_float32`."""
+    `_second_scalar_in_float32`. A bare ufunc as `kernel` also writes into given arrays
+    (`OpDef.out_kernels`)."""
+    ufunc = kernel if isinstance(kernel, np.ufunc) else None
     if scalar_in_float32:
         kernel = _second_scalar_in_float32(kernel)
     if out_dtype is None:
@@ -286,6 +301,7 @@ def _binary(
         meta=_elementwise_meta(name, kinds, out_dtype),
         sbp=_elementwise_sbp(*linear),
         kernels={"cpu": kernel},
+        out_kernels=None if ufunc is None else {"cpu": _ufunc_into(ufunc, kernel)},
         grad=grad,
         saves=saves,
         promote=promote,
