@@ -440,6 +440,23 @@ def test_gelu(dtype, approximate):
         gen(ints, approximate=approximate)
 
 
+def test_gelu_float32_within_ulps_of_float64():
+    """The erf form against x Phi(x) in float64 over every binade and where Phi is tiny:
+    ndtr32's bound (6 ulps) plus the product's rounding; where Phi is denormal (x < -13.2)
+    its absolute error, a few of the smallest denormals, scaled by |x|."""
+    gen, _ = _pair("gelu")
+    rng = np.random.default_rng(11)
+    bits = rng.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32)
+    x = np.concatenate([bits.view(np.float32), rng.uniform(-15, 15, 200_000).astype(np.float32)])
+    x = x[np.isfinite(x)]
+    x64 = x.astype(np.float64)
+    want = x64 * np.array([math.erfc(-v / math.sqrt(2)) / 2 for v in x64.tolist()])
+    got = gen(x, approximate="none").astype(np.float64)
+    ulp = np.spacing(np.abs(want.astype(np.float32))).astype(np.float64)
+    tol = 7 * ulp + 4 * float(np.finfo(np.float32).smallest_subnormal) * np.abs(x64)
+    assert (np.abs(got - want) <= tol).all()
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 @pytest.mark.parametrize("shape", [(1001,), (3, 0), (), (7, 33)])

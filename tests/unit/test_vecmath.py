@@ -14,7 +14,10 @@ from tideflow.backends import _vecmath_fit, jit, vecmath
 numba = pytest.importorskip("numba")
 vecmath.register()
 
-NAMES = ("exp32", "log32", "tanh32", "erf32", "erfc32", "expm1_32", "log1p32", "sigmoid32")
+NAMES = (
+    *("exp32", "log32", "tanh32", "erf32", "erfc32", "ndtr32"),
+    *("expm1_32", "log1p32", "sigmoid32"),
+)
 
 # The asserted error bounds: the distance in float32 steps (ulps) from the float64 result
 # rounded to float32, so 0 means correctly rounded. Measured maxima equal these bounds: the
@@ -26,6 +29,7 @@ MAX_ULP = {
     "tanh32": 1,
     "erf32": 2,  # 1 - exp(P) just above 0.875, where erfc/erf is largest
     "erfc32": 4,  # exp(-x^2) as two exps, times erfcx: about 1 ulp each
+    "ndtr32": 6,  # exp(-x^2 / 2) as two exps, times P / Q (3 ulps), or 1 minus that
     "expm1_32": 1,
     "log1p32": 1,
     "sigmoid32": 2,  # exp's error plus a division's rounding
@@ -69,6 +73,11 @@ def _erfc64(v):
 
 
 @numba.njit
+def _ndtr64(v):
+    return 0.5 * math.erfc(-v / math.sqrt(2.0))
+
+
+@numba.njit
 def _expm1_64(v):
     return math.expm1(v)
 
@@ -79,6 +88,7 @@ REFERENCES = {
     "tanh32": _tanh64,
     "erf32": _erf64,
     "erfc32": _erfc64,
+    "ndtr32": _ndtr64,
     "expm1_32": _expm1_64,
     "log1p32": _log1p64,
     "sigmoid32": _sigmoid64,
@@ -138,6 +148,8 @@ SPECIALS = np.array(
         *(1e-8, -1e-8, 2.9e-8),
         # where erfc switches forms, becomes denormal and rounds to 0
         *(0.49999997, -0.5, 1.9999999, 2.0, 9.19, 10.054194, 10.054195, 10.06, -10.06),
+        # where the normal CDF becomes denormal, and where it and the density reach 0
+        *(-13.2, -14.1, -14.5, -14.6, 14.6, -20.0),
     ],
     np.float32,
 )
@@ -217,7 +229,7 @@ def test_special_values_match_numpy(name, loops):
 def test_special_values_by_definition(loops):
     x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -1.0, -1e-45, 1e-45, 1e-38], np.float32)
     out = {}
-    for name in ("exp32", "log32", "tanh32", "erf32", "erfc32", "sigmoid32"):
+    for name in ("exp32", "log32", "tanh32", "erf32", "erfc32", "ndtr32", "sigmoid32"):
         out[name] = np.empty_like(x)
         loops[name][0](x, out[name])
     nan, inf = np.nan, np.inf
@@ -228,6 +240,7 @@ def test_special_values_by_definition(loops):
     np.testing.assert_array_equal(out["tanh32"][:5], [nan, 1, -1, 0, 0])
     np.testing.assert_array_equal(out["erf32"][:5], [nan, 1, -1, 0, 0])
     np.testing.assert_array_equal(out["erfc32"][:5], [nan, 0, 2, 1, 1])
+    np.testing.assert_array_equal(out["ndtr32"][:5], [nan, 1, 0, 0.5, 0.5])
     np.testing.assert_array_equal(out["sigmoid32"][:5], [nan, 1, 0, 0.5, 0.5])
     for name in ("tanh32", "erf32"):
         assert np.signbit(out[name][4]) and not np.signbit(out[name][3])
@@ -246,6 +259,29 @@ def test_exp_underflows_gradually_like_numpy(loops):
     assert np.abs(_ordered(got) - _ordered(want)).max() <= MAX_ULP["exp32"] + 1
     assert (got < np.finfo(np.float32).tiny).sum() == (want < np.finfo(np.float32).tiny).sum()
     assert (got > 0).sum() == (want > 0).sum() > 0
+
+
+@numba.njit(fastmath={"contract"})
+def _normal_pdf_loop(x, out):
+    for i in range(x.size):
+        out[i] = vecmath.normal_cdf_pdf32(x[i])[1]
+
+
+@numba.njit
+def _normal_pdf64_loop(x, out):
+    for i in range(x.size):
+        v = np.float64(x[i])
+        out[i] = math.exp(-v * v / 2) / math.sqrt(2 * math.pi)
+
+
+def test_normal_pdf_ulp_error(samples):
+    """The density that `normal_cdf_pdf32` returns beside ndtr32's CDF: exp(-x^2 / 2) with the
+    square exact, then one rounding more."""
+    got = np.empty_like(samples)
+    _normal_pdf_loop(samples, got)
+    want64 = np.empty(samples.size)
+    _normal_pdf64_loop(samples, want64)
+    assert _ulps(got, want64).max() <= 2
 
 
 @jit.jit

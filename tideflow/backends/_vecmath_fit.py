@@ -131,6 +131,30 @@ def fit_erfcx_tail(degree: int = 7):
     return minimax(basis, target, 1 / target)
 
 
+NDTR_ZERO = 14.6  # exp(-x^2 / 2) rounds to 0 in float32 from about 14.5 on
+
+
+def fit_ndtr_ratio(degree: int = 4):
+    """exp(a^2 / 2) Phi(-a) = P(a) / Q(a) on [0, NDTR_ZERO], P of `degree`, Q of one more
+    with Q(0) = 1; error relative to the ratio. (The ratio, a Mills ratio, falls smoothly from
+    1/2 like 1 / (sqrt(2 pi) a): both polynomials have positive coefficients, so Horner's rule
+    in float32 adds no cancellation.) Returns P's coefficients, then Q's after its 1.
+    Linearized: P - R Q is fitted with weights 1 / (R Q) of the previous Q, which converges
+    to the rational minimax in a few rounds."""
+    from scipy.special import erfcx
+
+    a = _grid(0.0, NDTR_ZERO)
+    ratio = erfcx(a / math.sqrt(2.0)) / 2
+    powers = np.stack([a**j for j in range(degree + 2)], axis=1)
+    basis = np.concatenate([powers[:, : degree + 1], -ratio[:, None] * powers[:, 1:]], axis=1)
+    q = np.ones_like(a)
+    for _ in range(5):
+        c, _ = minimax(basis, ratio, 1 / (ratio * q), iters=50)
+        q = 1 + powers[:, 1:] @ c[degree + 1 :]
+    p = powers[:, : degree + 1] @ c[: degree + 1]
+    return c, float(np.max(np.abs(p / q - ratio) / ratio))
+
+
 FITS = {
     "EXP_Q": fit_exp,
     "LOG_Q": fit_log,
@@ -139,6 +163,7 @@ FITS = {
     "ERF_TAIL_P": fit_erf_tail,
     "ERFCX_MID_Q": fit_erfcx_mid,
     "ERFCX_TAIL_Q": fit_erfcx_tail,
+    "NDTR_PQ": fit_ndtr_ratio,
 }
 
 

@@ -1,5 +1,6 @@
 """float32 math functions that numba vectorizes: exp32, log32, tanh32, erf32, erfc32,
-expm1_32, log1p32, sigmoid32; and bfloat16 <-> float32 conversions on bits (bf16_widen,
+ndtr32 (the normal CDF; `normal_cdf_pdf32` returns the density with it), expm1_32, log1p32,
+sigmoid32; and bfloat16 <-> float32 conversions on bits (bf16_widen,
 bf16_round, bf16_bits), with which loops compute bfloat16 in float32.
 
 numba compiles `math.exp`, `math.tanh`, `math.erf` to calls into libm, one element at a
@@ -115,12 +116,25 @@ ERFCX_TAIL_Q = (
     12.24167251586914,
     -9.705549240112305,
 )
+NDTR_PQ = (  # P's coefficients, then Q's after its constant 1
+    0.5,
+    0.43849843740463257,
+    0.18338611721992493,
+    0.040684185922145844,
+    0.004123890772461891,
+    1.6748818159103394,
+    1.203129768371582,
+    0.4698692262172699,
+    0.10198650509119034,
+    0.010336942970752716,
+)
 TANH_SMALL = 0.55  # the fits' ranges (see _vecmath_fit.py)
 ERF_SMALL = 0.875
 ERF_ONE = 3.925
 ERF_MID = (ERF_SMALL + ERF_ONE) / 2
 ERFC_SMALL, ERFC_TAIL, ERFC_ZERO = 0.5, 2.0, 10.054195
 ERFCX_MID = (ERFC_SMALL + ERFC_TAIL) / 2
+NDTR_ZERO = 14.6
 
 # numba types a global np.float32 as a float32 constant (a Python float would be float64
 # and promote the whole expression), so every constant below is one.
@@ -131,12 +145,15 @@ _S0, _S1, _S2, _S3, _S4, _S5, _S6 = (F(c) for c in ERF_SMALL_Q)
 _P0, _P1, _P2, _P3, _P4, _P5, _P6 = (F(c) for c in ERF_TAIL_P)
 _M0, _M1, _M2, _M3, _M4, _M5, _M6, _M7, _M8, _M9 = (F(c) for c in ERFCX_MID_Q)
 _R0, _R1, _R2, _R3, _R4, _R5, _R6, _R7 = (F(c) for c in ERFCX_TAIL_Q)
+_N0, _N1, _N2, _N3, _N4, _D1, _D2, _D3, _D4, _D5 = (F(c) for c in NDTR_PQ)
 _TANH_SMALL, _ERF_SMALL, _ERF_ONE, _ERF_MID = F(TANH_SMALL), F(ERF_SMALL), F(ERF_ONE), F(ERF_MID)
 _ERFC_SMALL, _ERFC_TAIL, _ERFC_ZERO = F(ERFC_SMALL), F(ERFC_TAIL), F(ERFC_ZERO)
 _ERFCX_MID = F(ERFCX_MID)
+_NDTR_ZERO = F(NDTR_ZERO)
+_INV_SQRT_2PI = F(1 / math.sqrt(2 * math.pi))
 _SQUARE_SPLIT, _SQUARE_SPLIT_INV = F(256.0), F(1 / 256)
 
-_ZERO, _ONE, _TWO = F(0.0), F(1.0), F(2.0)
+_ZERO, _HALF, _ONE, _TWO = F(0.0), F(0.5), F(1.0), F(2.0)
 _INF, _NAN = F(np.inf), F(np.nan)
 _LOG2E = F(1 / math.log(2))
 # ln 2 split in two (Cody and Waite): _LN2_HI has 15 significant bits, so k * _LN2_HI is
@@ -164,7 +181,7 @@ def _pow2(k):
 
 
 def _exp_scaled(kf, r):
-    """2^kf exp(r) for integral float32 kf in [-150, 128] and |r| <= ln2/2 (a little more).
+    """2^kf exp(r) for integral float32 kf in [-252, 128] and |r| <= ln2/2 (a little more).
     2^k is applied as two factors, so that k = 128 reaches inf and k < -126 rounds once,
     into the denormals, as a correctly rounded exp would."""
     p = _ONE + (r + r * r * (_E0 + r * (_E1 + r * (_E2 + r * (_E3 + r * _E4)))))
@@ -256,14 +273,16 @@ def erf32(x):
     return y if x == x else x
 
 
-def _exp_neg_square(a):
-    """exp(-a^2) for a in [0, ERFC_ZERO], without the error of rounding a^2 (2^-24 a^2
-    absolute: 50 ulps of the result at a = 10): a = h + l with h a multiple of 1/256, so
-    h^2 (12 significant bits squared) and l = a - h are exact, -a^2 = -h^2 - l (a + h), and
-    the reduction -h^2 - k ln2_hi is exact too (multiples of 2^-16 below 1/2)."""
+def _exp_neg_square(a, s):
+    """exp(-s a^2) for a in [0, NDTR_ZERO] and s = 1 or 1/2, without the error of rounding
+    a^2 (2^-24 s a^2 absolute: 50 ulps of the result at a = 10, s = 1): a = h + l with h a
+    multiple of 1/256, so s h^2 (12 significant bits squared) and l = a - h are exact,
+    -s a^2 = -s h^2 - s l (a + h), and the reduction -s h^2 - k ln2_hi is exact too
+    (multiples of 2^-17 below 1/2). k reaches -154, which `_exp_scaled`'s two factors of
+    2^(k/2) round into the denormals (or to 0) once."""
     h = np.rint(a * _SQUARE_SPLIT) * _SQUARE_SPLIT_INV
-    hi = -(h * h)
-    lo = -((a - h) * (a + h))
+    hi = -(h * h) * s
+    lo = -((a - h) * (a + h)) * s
     kf = np.rint((hi + lo) * _LOG2E)
     return _exp_scaled(kf, ((hi - kf * _LN2_HI) + lo) - kf * _LN2_LO)
 
@@ -284,11 +303,33 @@ def erfc32(x):
     v = t * t
     tail = _R4 + v * (_R5 + v * (_R6 + v * _R7))
     tail = t * (_R0 + v * (_R1 + v * (_R2 + v * (_R3 + v * tail))))
-    big = _exp_neg_square(ac) * (mid if ac < _ERFC_TAIL else tail)
+    big = _exp_neg_square(ac, _ONE) * (mid if ac < _ERFC_TAIL else tail)
     big = big if a < _ERFC_ZERO else _ZERO
     big = big if x > _ZERO else _TWO - big
     y = _ONE - _erf_small(x) if a < _ERFC_SMALL else big
     return y if x == x else x
+
+
+def normal_cdf_pdf32(x):
+    """(Phi(x), phi(x)), the standard normal distribution's CDF and density, in float32.
+    With a = |x| and g = exp(-a^2 / 2) (exact square, see `_exp_neg_square`): phi = g /
+    sqrt(2 pi); Phi(-a) = g R(a), R a ratio of polynomials fitted to exp(a^2 / 2) Phi(-a),
+    accurate where Phi(-a) is tiny; Phi(a) = 1 - g R(a) (g R <= 1/2: no cancellation). Both
+    reach 0 (gradually, through the denormals) from |x| = NDTR_ZERO on. NaN gives NaN."""
+    x = F(x)
+    a = abs(x)
+    ac = a if a < _NDTR_ZERO else _NDTR_ZERO  # NaN goes to _NDTR_ZERO: g = 0
+    g = _exp_neg_square(ac, _HALF)
+    p = _N0 + ac * (_N1 + ac * (_N2 + ac * (_N3 + ac * _N4)))
+    q = _ONE + ac * (_D1 + ac * (_D2 + ac * (_D3 + ac * (_D4 + ac * _D5))))
+    lower = g * np.divide(p, q)  # (not `/`: see tanh32)
+    cdf = _ONE - lower if x >= _ZERO else lower
+    return (cdf if x == x else x), (g * _INV_SQRT_2PI if x == x else x)
+
+
+def ndtr32(x):
+    """Phi(x), the standard normal distribution's CDF, in float32 (see `normal_cdf_pdf32`)."""
+    return normal_cdf_pdf32(x)[0]
 
 
 def expm1_32(x):
@@ -362,7 +403,7 @@ def bf16_bits(x):
     return np.uint16(np.float32(x).view(np.uint32) >> _BF16_SHIFT) if x == x else _BF16_QUIET_NAN
 
 
-FUNCTIONS = (exp32, log32, tanh32, erf32, erfc32, expm1_32, log1p32, sigmoid32)
+FUNCTIONS = (exp32, log32, tanh32, erf32, erfc32, ndtr32, expm1_32, log1p32, sigmoid32)
 BFLOAT16 = (bf16_widen, bf16_round, bf16_bits)
 _registered = False
 
@@ -379,6 +420,6 @@ def register() -> None:
         *(_pow2, _exp_scaled, _exp_core, _log1p_reduced, _log_core),
         *(_erf_small, _exp_neg_square),
     )
-    for fn in (*helpers, *FUNCTIONS, *BFLOAT16):
+    for fn in (*helpers, normal_cdf_pdf32, *FUNCTIONS, *BFLOAT16):
         register_jitable(forceinline=True)(fn)
     _registered = True

@@ -1,5 +1,5 @@
 """GELU forward and backward (`gy * gelu'(x)`) in one loop each, the erf form and the tanh
-form: float32 through vecmath's exp32/erfc32/tanh32 (which vectorize). float64 stays with
+form: float32 through vecmath's ndtr32/normal_cdf_pdf32/tanh32 (which vectorize). float64 stays with
 the NumPy kernels in the forward (a loop of libm calls, one element at a time, is slower than
 NumPy's ufuncs) and in the backward's tanh form; its erf form runs a loop (scipy's erfc is
 scalar too)."""
@@ -17,13 +17,11 @@ from .bfloat16 import through_float32
 
 
 @jit.jit(error_model="numpy")
-def _gelu_erf32(x, y, c):
-    neg_sqrt1_2, half = c[0], c[1]
+def _gelu_erf32(x, y):
     for i in range(x.size):
-        xi = x[i]
-        # NOTE: x * Phi(x) with Phi from erfc, as the NumPy kernel: 1 + erf(x) would cancel
-        # to 0 for very negative x.
-        y[i] = vecmath.erfc32(xi * neg_sqrt1_2) * xi * half
+        # NOTE: x * Phi(x) with ndtr32's Phi, accurate where it is tiny: (1 + erf(x / sqrt 2))
+        # / 2 would cancel to 0 for very negative x.
+        y[i] = x[i] * vecmath.ndtr32(x[i])
 
 
 @jit.jit(error_model="numpy")
@@ -49,20 +47,17 @@ def gelu(numpy_kernel):
             c = consts(x.dtype, math.sqrt(2 / math.pi), 0.044715, 0.5, 1)
             _gelu_tanh32(flat, y.ravel(), c)
         else:
-            _gelu_erf32(flat, y.ravel(), consts(x.dtype, -math.sqrt(0.5), 0.5))
+            _gelu_erf32(flat, y.ravel())
         return y
 
     return kernel
 
 
 @jit.jit(error_model="numpy")
-def _gelu_backward_erf32(gy, x, gx, c):
-    neg_sqrt1_2, half, inv_sqrt_2pi, neg_half = c[0], c[1], c[2], c[3]
+def _gelu_backward_erf32(gy, x, gx):
     for i in range(x.size):
-        xi = x[i]
-        cdf = vecmath.erfc32(xi * neg_sqrt1_2) * half
-        pdf = vecmath.exp32(xi * xi * neg_half) * inv_sqrt_2pi
-        gx[i] = gy[i] * (cdf + xi * pdf)
+        cdf, pdf = vecmath.normal_cdf_pdf32(x[i])  # one exp(-x^2 / 2) for both
+        gx[i] = gy[i] * (cdf + x[i] * pdf)
 
 
 @jit.jit(error_model="numpy")
@@ -118,9 +113,11 @@ def gelu_backward(numpy_kernel):
         if approximate == "tanh":
             c = consts(dt, math.sqrt(2 / math.pi), 0.044715, 3 * 0.044715, 0.5, 1)
             (_gelu_backward_tanh32 if f32 else _gelu_backward_tanh64)(*args, c)
+        elif f32:
+            _gelu_backward_erf32(*args)
         else:
             c = consts(dt, -math.sqrt(0.5), 0.5, 1 / math.sqrt(2 * math.pi), -0.5)
-            (_gelu_backward_erf32 if f32 else _gelu_backward_erf64)(*args, c)
+            _gelu_backward_erf64(*args, c)
         return gx
 
     return kernel
