@@ -115,8 +115,10 @@ def test_a_partial_value_read_as_broadcast_costs_an_all_reduce():
     assert problem.edge_time(1, assign, 1, 0, consumer) == pytest.approx(scatter + COLLECTIVE)
 
 
-def test_a_broadcast_parameter_read_by_a_split_computation_all_reduces_its_gradient():
-    # data parallelism: the weight's gradient comes back partial and the update needs it whole
+def test_a_broadcast_parameters_gradient_is_all_reduced_however_it_is_read():
+    # data parallelism: the weight's gradient comes back partial and the update needs it
+    # whole; computed whole on every rank, its gradient is still partial (the global mode
+    # holds a broadcast value's gradient in the dual layout), so the all-reduce stays
     weight = Value(SHAPE, 4, True, (2,), layout=(B,), parameter=True)
     choices = [Choice(((B,),), ((S(0),),)), Choice(((B,),), ((B,),))]
     node = Node("op", "", (2,), choices, 0, [(0, 0)])
@@ -124,7 +126,7 @@ def test_a_broadcast_parameter_read_by_a_split_computation_all_reduces_its_gradi
     problem = Problem([node], [weight], CLUSTER)
     reduce = 2 * LINK.latency_s + NBYTES / LINK.bandwidth
     assert problem.total([0]) == pytest.approx(reduce + COLLECTIVE)
-    assert problem.total([1]) == 0  # every rank computes the whole: its gradient is whole
+    assert problem.total([1]) == pytest.approx(reduce + COLLECTIVE)
     assert problem.fixed_memory == 2 * NBYTES  # the weight and its gradient
     # with ranks beyond the cores, each collective also waits for its peers, and its
     # copies run at the rank's half of a core
@@ -132,6 +134,18 @@ def test_a_broadcast_parameter_read_by_a_split_computation_all_reduces_its_gradi
     problem = Problem([node], [weight], crowded)
     shared = 2 * LINK.latency_s + NBYTES / (LINK.bandwidth / 2)
     assert problem.total([0]) == pytest.approx(shared + COLLECTIVE + 0.5e-3)
+
+
+def test_an_all_reduce_in_forward_is_one_in_backward_too():
+    # P -> B forward; its gradient, the dual boxing, goes from the dual of B (P) to the dual
+    # of P (B): a second all-reduce, where Megatron's replicated gradients need none
+    problem = chain_problem(np.random.default_rng(0), 2, requires_grad=True)
+    assign = [problem.nodes[0].choices.index(Choice(((S(0),),), ((P,),))), 0]
+    reduce = 2 * LINK.latency_s + NBYTES / LINK.bandwidth
+    read_whole = Choice(((B,),), ((B,),))
+    assert problem.edge_time(1, assign, 1, 0, read_whole) == pytest.approx(
+        2 * (reduce + COLLECTIVE)
+    )
 
 
 def test_pipeline_stages_overlap_in_the_lowered_step():

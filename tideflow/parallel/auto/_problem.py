@@ -18,12 +18,14 @@ hand-overs, and one that exchanges data (not a local slice) may wait. Once the s
 lowered, `Solution.lowered` prices the plan's own counts instead (`PlanCounts`), and the
 work of pipeline stages (ops on disjoint sets of ranks) overlaps as 1F1B runs their
 micro-batches (`cost.pipeline_time`); the search itself sums every stage, which shifts every
-plan of one stage assignment alike. The gradient a
-consumer hands back is laid out as its input was, except that a broadcast input of a node
-whose outputs differ between ranks gets partial gradients, and a partial input gets a
-broadcast one; its producer needs it laid out as its output (a partial output: broadcast).
-A parameter needs its gradient in its own layout for the update, so data parallelism's
-all-reduce of a broadcast parameter's partial gradient is the edge cost of its consumers.
+plan of one stage assignment alike.
+
+Gradients are priced as the global mode holds them, in the dual layout (`_layout.dual`: a
+broadcast value's gradient is partial, a partial value's broadcast), so an edge's backward
+is the dual of its boxing, from the dual of the consumer's layout to the dual of the
+producer's. A source (a parameter) then needs its gradient in its own layout: a broadcast
+parameter's partial gradient is all-reduced, data parallelism's all-reduce, whether the
+ops reading it split the work or every rank computes all of it.
 
 Memory per rank: parameters and their gradients (fixed), and the outputs of nodes that
 backward needs (every node output that requires grad, as saved activations).
@@ -38,7 +40,7 @@ from dataclasses import dataclass, field
 from ...framework.errors import ShapeError
 from ...framework.registry import get_op
 from ...framework.sbp import B, P, Split
-from .._layout import shard_shape
+from .._layout import dual_nd, shard_shape
 from ..cost import (
     AttentionShape,
     Cluster,
@@ -123,28 +125,25 @@ class Problem:
     def edge_time(self, value: int, assign: list, consumer: int, arg: int, choice) -> float:
         """Boxing time of `value` into argument `arg` of `consumer` laid out as `choice`, in
         forward and backward, its producer's layout taken from `assign`."""
-        transfer, collectives, local = self._edge_parts(value, assign, choice.ins[arg], choice)
+        transfer, collectives, local = self._edge_parts(value, assign, choice.ins[arg])
         return transfer + collectives * self.collective_s + local * self.boxing_s
 
-    def _edge_parts(self, value: int, assign: list, dst: tuple, choice) -> tuple:
+    def _edge_parts(self, value: int, assign: list, dst: tuple) -> tuple:
         """(transfer seconds, collectives, local boxings) of the edge, forward and backward."""
-        key = (value, self.layout_of(value, assign), dst, _varies(choice.outs))
+        key = (value, self.layout_of(value, assign), dst)
         parts = self._edges.get(key)
         if parts is None:
             parts = self._edges[key] = self._price_edge(*key)
         return parts
 
-    def _price_edge(self, value: int, src: tuple, dst: tuple, varies: tuple) -> tuple:
+    def _price_edge(self, value: int, src: tuple, dst: tuple) -> tuple:
         val = self.values[value]
-        parts = self._box(val, src, dst)
+        parts = [self._box(val, src, dst)]
         if val.requires_grad:
-            handed = tuple(
-                (P if v else B) if d is B else (B if d is P else d)
-                for d, v in zip(dst, varies, strict=True)
-            )
-            needed = tuple(B if s is P else s for s in src)
-            parts = tuple(a + b for a, b in zip(parts, self._box(val, handed, needed), strict=True))
-        return parts
+            parts.append(self._box(val, dual_nd(dst), dual_nd(src)))
+            if val.producer is None:  # a leaf takes its gradient in its own layout
+                parts.append(self._box(val, dual_nd(src), src))
+        return tuple(map(sum, zip(*parts, strict=True)))
 
     def _box(self, val: Value, src: tuple, dst: tuple) -> tuple[float, int, int]:
         net, device = self.cluster.rank_network, self.device
@@ -187,7 +186,7 @@ class Problem:
             c = node.choices[assign[v]]
             time = node.compute[assign[v]] - node.plan_nodes * node_s
             time += sum(
-                self._edge_parts(value, assign, c.ins[arg], c)[0] for arg, value in node.inputs
+                self._edge_parts(value, assign, c.ins[arg])[0] for arg, value in node.inputs
             )
             stages[node.ranks] = stages.get(node.ranks, 0.0) + time
         rank_sets = [set(ranks) for ranks in stages]
@@ -236,13 +235,6 @@ class Problem:
         finally:
             assign[v] = held
         return cost
-
-
-def _varies(outs: tuple) -> tuple:
-    """Per placement axis: whether the node's outputs differ between the axis's ranks."""
-    if not outs:
-        return ()
-    return tuple(any(nd[axis] is not B for nd in outs) for axis in range(len(outs[0])))
 
 
 def _shard_bytes(val: Value, nd: tuple) -> float:
