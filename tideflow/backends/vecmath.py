@@ -281,8 +281,9 @@ def _exp_neg_square(a, s):
     (multiples of 2^-17 below 1/2). k reaches -154, which `_exp_scaled`'s two factors of
     2^(k/2) round into the denormals (or to 0) once."""
     h = np.rint(a * _SQUARE_SPLIT) * _SQUARE_SPLIT_INV
-    hi = -(h * h) * s
-    lo = -((a - h) * (a + h)) * s
+    # (negated through the factors, not the products: no sign flips left for the vector code)
+    hi = h * -s * h
+    lo = (h - a) * s * (a + h)
     kf = np.rint((hi + lo) * _LOG2E)
     return _exp_scaled(kf, ((hi - kf * _LN2_HI) + lo) - kf * _LN2_LO)
 
