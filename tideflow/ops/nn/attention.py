@@ -5,7 +5,9 @@ rows: with `is_causal` a tile multiplies only the keys its rows can see, so the 
 of the score matrix is never computed (nor masked, nor softmaxed), and the backward op skips
 it likewise. Its outputs are the result and the attention probabilities (the saved state of
 the backward op). Masks, dropout and second derivatives take the composite of matmul,
-where, safe_softmax and dropout.
+where, safe_softmax and dropout. For float32 a generated kernel replaces both NumPy kernels
+(`backends/jit_kernels/attention.py`: one compiled loop over heads and tiles calling BLAS);
+the NumPy kernels here serve float64, and every dtype where numba is unavailable.
 """
 
 from __future__ import annotations
