@@ -136,14 +136,30 @@ def test_a_second_caller_at_once_allocates_its_outputs():
     np.testing.assert_array_equal(result[0], 2 * x + 1)
 
 
-def _check_out_kernel(op_name: str, *arrays, **attrs) -> None:
-    """The op's out kernel returns the kernel's bits, written into `out` unless half
-    precision (computed in float32 and rounded: a fresh array)."""
-    expected = kernel_for(get_op(op_name))(*arrays, **attrs)
-    out = np.full(expected.shape, np.nan, expected.dtype)
-    got = out_kernel_for(get_op(op_name))(*arrays, out=out, **attrs)
-    assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes()
-    assert np.shares_memory(got, out) == (expected.dtype != flow.bfloat16.np)
+def test_a_run_on_inputs_of_other_shapes_allocates_its_outputs():
+    """As a fused node's last tile, smaller than the others, does."""
+    chain, _ = _chain(lambda x: _apply(PLUS_ONE, _apply(DOUBLE, x)) * 1)
+    chain(np.arange(4, dtype=np.float32))
+    before = CALLS["test_double"]["out"]
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(chain(x)[0], 2 * x + 1)
+    assert CALLS["test_double"]["out"] == before
+
+
+def _check_out_kernel(op_name: str, *arrays, **attrs):
+    """The op's out kernel returns the kernel's bits, written into `out` unless its operands
+    are half precision (computed in float32 and rounded: fresh arrays). The kernel's
+    results."""
+    op = get_op(op_name)
+    expected = kernel_for(op)(*arrays, **attrs)
+    several = isinstance(expected, tuple)
+    expected = expected if several else (expected,)
+    out = tuple(np.full(e.shape, np.nan, e.dtype) for e in expected)
+    got = out_kernel_for(op)(*arrays, out=out if several else out[0], **attrs)
+    for g, e, o in zip(got if several else (got,), expected, out, strict=True):
+        assert g.dtype == e.dtype and g.tobytes() == e.tobytes()
+        assert np.shares_memory(g, o) == (arrays[0].dtype != flow.bfloat16.np)
+    return expected
 
 
 @pytest.mark.parametrize(
@@ -264,3 +280,18 @@ def test_binary_out_kernels_return_the_kernels_bits(name, dtype):
     expected = np.asarray(kernel_for(get_op(name))(x, 3))
     got = out_kernel_for(get_op(name))(x, 3, out=out)
     assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes()
+
+
+@pytest.mark.skipif(not jit.available(), reason="numba is not installed")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, flow.bfloat16.np])
+def test_generated_layer_norm_and_softmax_kernels_write_into_given_arrays(dtype):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 6, 16)).astype(dtype)
+    w, b = (rng.standard_normal(16).astype(dtype) for _ in range(2))
+    shape = {"normalized_shape": (16,)}
+    y, mean, rstd = _check_out_kernel("layer_norm", x, w, b, eps=1e-5, **shape)
+    gy = rng.standard_normal(x.shape).astype(dtype)
+    _check_out_kernel("layer_norm_backward", gy, x, w, mean, rstd, None, None, **shape)
+    for name in ("softmax", "log_softmax"):
+        y = _check_out_kernel(name, x, dim=-1)[0]
+        _check_out_kernel(f"{name}_backward", gy, y, dim=-1)

@@ -36,8 +36,9 @@ class Chain:
     node, so errors name the op, not the chain. With `timed`, each run records its
     `timeline`: (block, start, end) for each run of consecutive nodes of one block
     (`block_of`), on `time.perf_counter`'s clock. The first run plans the buffers later runs
-    write intermediates into (`arena`: None before it); a run starting while another is in
-    progress (two executors of one plan) allocates its outputs instead.
+    on inputs of the same shapes write intermediates into (`arena`: None before it); a run
+    on other shapes (a fused node's last, smaller tile), or starting while another is in
+    progress (two executors of one plan), allocates its outputs instead.
     """
 
     def __init__(
@@ -83,6 +84,7 @@ class Chain:
         )
         # NOTE: nothing to plan without out kernels: the first run needs no records
         self.arena: Arena | None = None if self._writable else Arena({}, 0)
+        self._planned_shapes: tuple = ()  # of the inputs the arena was planned for
         self._running = threading.Lock()
         self._blocks = tuple(block_of(node) for node in nodes) if timed else None
         self.timeline: list[tuple[str, float, float]] = []  # the latest run's, when timed
@@ -92,9 +94,11 @@ class Chain:
             return self._run(self._plain, arrays)
         try:
             if self.arena is not None:
-                return self._run(self._steps, arrays)
+                same = not self._writable or _shapes(arrays) == self._planned_shapes
+                return self._run(self._steps if same else self._plain, arrays)
             made: list[Made] = []
             outputs = self._run(self._plain, arrays, made)
+            self._planned_shapes = _shapes(arrays)
             self._place(plan_arena(made, self._writable, self._kept))
             return outputs
         finally:
@@ -139,6 +143,10 @@ class Chain:
             events.append((current, start, time.perf_counter()))
             self.timeline = events
         return tuple(env[i] for i in self._outputs)
+
+
+def _shapes(arrays: tuple) -> tuple:
+    return tuple(getattr(a, "shape", None) for a in arrays)
 
 
 def block_of(node: Node) -> str:

@@ -8,7 +8,7 @@ the lowest layer that may look ops up: the ops' own modules stay free of backend
 from __future__ import annotations
 
 from ..backends import jit
-from ..backends.jit_kernels import KERNELS
+from ..backends.jit_kernels import KERNELS, WRITES_OUT
 from ..framework.registry import get_op
 
 
@@ -17,7 +17,8 @@ def _register() -> None:
         op = get_op(name)
         # NOTE: the generated kernel wraps the op's NumPy kernel, its fallback for what the
         # loops do not cover; this reads that kernel, it does not choose one (kernel_for does).
-        op.kernel(jit.KERNEL_KEY)(make(op.kernels["cpu"]))
+        kernel = make(op.kernels["cpu"])
+        op.kernel(jit.KERNEL_KEY, out=kernel if name in WRITES_OUT else None)(kernel)
 
 
 _register()

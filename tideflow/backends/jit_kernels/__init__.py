@@ -22,3 +22,5 @@ KERNELS = {
     **bfloat16.KERNELS,
     **attention.KERNELS,
 }
+# the kernels that also write into given arrays, taking `out=` (`OpDef.out_kernels`)
+WRITES_OUT = norm.WRITES_OUT | softmax.WRITES_OUT

@@ -80,6 +80,9 @@ def through_float32(make):
             floats = [a for a in args if isinstance(a, np.ndarray) and a.dtype.kind not in "biu"]
             if not floats or any(a.dtype != BF16 for a in floats):
                 return generated(*args, **attrs)
+            # NOTE: the results are rounded from float32 ones: fresh arrays, whatever the
+            # caller gave to write into (`OpDef.out_kernels`)
+            attrs.pop("out", None)
             wide = [widen(a) if isinstance(a, np.ndarray) and a.dtype == BF16 else a for a in args]
             out = generated(*wide, **attrs)
             if isinstance(out, tuple):

@@ -56,9 +56,10 @@ def _layer_norm_rows(x, w, b, c, y, mean, rstd):
 
 
 def layer_norm(numpy_kernel):
-    """The `layer_norm` kernel: `numpy_kernel` for half inputs, other layouts, empty rows."""
+    """The `layer_norm` kernel: `numpy_kernel` for half inputs, other layouts, empty rows.
+    It writes (y, mean, rstd) into `out` when given (the loop's cases only)."""
 
-    def kernel(x, w, b, *, normalized_shape, eps):
+    def kernel(x, w, b, *, normalized_shape, eps, out=None):
         dt = x.dtype
         k = len(normalized_shape)
         n = math.prod(normalized_shape)
@@ -73,9 +74,9 @@ def layer_norm(numpy_kernel):
             return numpy_kernel(x, w, b, normalized_shape=normalized_shape, eps=eps)
         lead = x.shape[: x.ndim - k]
         rows = math.prod(lead)
-        y = np.empty_like(x)
-        mean = np.empty(lead + (1,) * k, dt)
-        rstd = np.empty(lead + (1,) * k, dt)
+        if out is None:
+            out = (np.empty_like(x), np.empty(lead + (1,) * k, dt), np.empty(lead + (1,) * k, dt))
+        y, mean, rstd = out
         _layer_norm_rows(
             x.reshape(rows, n),
             empty_of(dt) if w is None else w.ravel(),
@@ -127,9 +128,9 @@ def _layer_norm_backward_rows(gy, x, w, mean, rstd, gm, gr, c, gx, gw, gb):
 
 def layer_norm_backward(numpy_kernel):
     """The `layer_norm_backward` kernel: `numpy_kernel` for half inputs, other layouts, empty
-    rows."""
+    rows. It writes (gx, gw, gb) into `out` when given (the loop's cases only)."""
 
-    def kernel(gy, x, w, mean, rstd, gm, gr, *, normalized_shape):
+    def kernel(gy, x, w, mean, rstd, gm, gr, *, normalized_shape, out=None):
         dt = x.dtype
         k = len(normalized_shape)
         n = math.prod(normalized_shape)
@@ -148,9 +149,13 @@ def layer_norm_backward(numpy_kernel):
         ):
             return numpy_kernel(gy, x, w, mean, rstd, gm, gr, normalized_shape=normalized_shape)
         rows = math.prod(lead)
-        gx = np.empty(x.shape, dt)
-        gw = np.empty(normalized_shape, dt)
-        gb = np.empty(normalized_shape, dt)
+        if out is None:
+            out = (
+                np.empty(x.shape, dt),
+                np.empty(normalized_shape, dt),
+                np.empty(normalized_shape, dt),
+            )
+        gx, gw, gb = out
         # NOTE: a weight of ones when absent: one multiply per element costs less than a
         # second copy of the loop.
         _layer_norm_backward_rows(
@@ -165,3 +170,4 @@ def layer_norm_backward(numpy_kernel):
 
 
 KERNELS = {"layer_norm": layer_norm, "layer_norm_backward": layer_norm_backward}
+WRITES_OUT = frozenset(KERNELS)  # the kernels taking `out=` (`OpDef.out_kernels`)

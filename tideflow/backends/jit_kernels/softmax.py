@@ -110,7 +110,7 @@ def _softmax_rows32(x, y, c, kind):
 
 def _make(kind: int):
     def make(numpy_kernel):
-        def kernel(x, *, dim):
+        def kernel(x, *, dim, out=None):
             dt = x.dtype
             if (
                 dt not in FLOATS
@@ -120,7 +120,7 @@ def _make(kind: int):
             ):
                 return numpy_kernel(x, dim=dim)
             n = x.shape[-1]
-            y = np.empty(x.shape, dt)
+            y = np.empty(x.shape, dt) if out is None else out
             if y.size:
                 rows = np.ascontiguousarray(x).reshape(-1, n)
                 c = consts(dt, -np.inf, 0, 1)
@@ -180,7 +180,7 @@ def _log_softmax_backward_rows64(gy, y, sums, gx):
 
 def _make_backward(log: bool):
     def make(numpy_kernel):
-        def kernel(gy, y, *, dim):
+        def kernel(gy, y, *, dim, out=None):
             dt = y.dtype
             if (
                 dt not in FLOATS
@@ -192,7 +192,7 @@ def _make_backward(log: bool):
             ):
                 return numpy_kernel(gy, y, dim=dim)
             n = y.shape[-1]
-            gx = np.empty(y.shape, dt)
+            gx = np.empty(y.shape, dt) if out is None else out
             if not gx.size:
                 return gx
             g = np.ascontiguousarray(gy).reshape(-1, n)
@@ -221,3 +221,4 @@ KERNELS = {
     "softmax_backward": through_float32(_make_backward(log=False)),
     "log_softmax_backward": through_float32(_make_backward(log=True)),
 }
+WRITES_OUT = frozenset(KERNELS)  # the kernels taking `out=` (`OpDef.out_kernels`)
