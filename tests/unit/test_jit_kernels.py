@@ -547,6 +547,7 @@ def test_bfloat16_casts_match_ml_dtypes_on_every_value():
     ("name", "attrs", "n_in"),
     [
         ("gelu", {"approximate": "none"}, 1),
+        ("gelu_backward", {"approximate": "none"}, 2),
         ("gelu_backward", {"approximate": "tanh"}, 2),
         ("softmax", {"dim": -1}, 1),
         ("log_softmax_backward", {"dim": -1}, 2),
@@ -570,6 +571,26 @@ def test_bfloat16_operands_compute_in_float32_and_round_once(name, attrs, n_in):
     assert (np.abs(got.astype(np.float32) - want) <= tol).all()
     halves = [a.astype(np.float16) for a in args]  # float16: the NumPy kernel
     np.testing.assert_array_equal(gen(*halves, **attrs), ref(*halves, **attrs))
+
+
+@pytest.mark.parametrize(("name", "n_in"), [("gelu", 1), ("gelu_backward", 2)])
+@pytest.mark.parametrize("shape", [(7, 33), (), (3, 0)])
+def test_bfloat16_gelu_erf_loop_is_the_float32_loop_rounded_once(name, n_in, shape):
+    """The erf form's one-pass bfloat16 loops give the bits of widen -> float32 kernel ->
+    round, special values included."""
+    gen, _ = _pair(name)
+    rng = np.random.default_rng(23)
+    args = [np.asarray(rng.standard_normal(shape) * 5, np.float32) for _ in range(n_in)]
+    if args[-1].size > 5:
+        args[-1].reshape(-1)[:5] = [np.nan, np.inf, -np.inf, -0.0, -14.0]
+    halves = [a.astype(ml_dtypes.bfloat16) for a in args]
+    got = gen(*halves, approximate="none")
+    assert got.dtype == ml_dtypes.bfloat16 and got.shape == shape
+    want = gen(*(h.astype(np.float32) for h in halves), approximate="none")
+    nan = np.isnan(want)  # (NaN's sign bit aside)
+    np.testing.assert_array_equal(np.isnan(got.astype(np.float32)), nan)
+    rounded = want.astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(got.view(np.uint16)[~nan], rounded.view(np.uint16)[~nan])
 
 
 def test_bfloat16_max_pool_and_its_scatter_run_their_numpy_kernels_in_float32():

@@ -1,8 +1,9 @@
 """GELU forward and backward (`gy * gelu'(x)`) in one loop each, the erf form and the tanh
-form: float32 through vecmath's ndtr32/normal_cdf_pdf32/tanh32 (which vectorize). float64 stays with
-the NumPy kernels in the forward (a loop of libm calls, one element at a time, is slower than
-NumPy's ufuncs) and in the backward's tanh form; its erf form runs a loop (scipy's erfc is
-scalar too)."""
+form: float32 through vecmath's ndtr32/normal_cdf_pdf32/tanh32 (which vectorize); bfloat16
+in float32 (the erf form in one loop over the bits, the tanh form through float32 arrays).
+float64 stays with the NumPy kernels in the forward (a loop of libm calls, one element at a
+time, is slower than NumPy's ufuncs) and in the backward's tanh form; its erf form runs a
+loop (scipy's erfc is scalar too)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 from .. import jit, vecmath
 from ._common import FLOATS, consts
 from ._math import VECTORIZED, erfc, exp, tanh
-from .bfloat16 import through_float32
+from .bfloat16 import BF16, through_float32
 
 
 @jit.jit(error_model="numpy")
@@ -22,6 +23,13 @@ def _gelu_erf32(x, y):
         # NOTE: x * Phi(x) with ndtr32's Phi, accurate where it is tiny: (1 + erf(x / sqrt 2))
         # / 2 would cancel to 0 for very negative x.
         y[i] = x[i] * vecmath.ndtr32(x[i])
+
+
+@jit.jit(error_model="numpy")
+def _gelu_erf_bf16(h, y):
+    for i in range(h.size):
+        xi = vecmath.bf16_widen(h[i])
+        y[i] = vecmath.bf16_bits(vecmath.bf16_round(xi * vecmath.ndtr32(xi)))
 
 
 @jit.jit(error_model="numpy")
@@ -58,6 +66,15 @@ def _gelu_backward_erf32(gy, x, gx):
     for i in range(x.size):
         cdf, pdf = vecmath.normal_cdf_pdf32(x[i])  # one exp(-x^2 / 2) for both
         gx[i] = gy[i] * (cdf + x[i] * pdf)
+
+
+@jit.jit(error_model="numpy")
+def _gelu_backward_erf_bf16(gy, x, gx):
+    for i in range(x.size):
+        xi = vecmath.bf16_widen(x[i])
+        cdf, pdf = vecmath.normal_cdf_pdf32(xi)
+        gxi = vecmath.bf16_widen(gy[i]) * (cdf + xi * pdf)
+        gx[i] = vecmath.bf16_bits(vecmath.bf16_round(gxi))
 
 
 @jit.jit(error_model="numpy")
@@ -123,4 +140,30 @@ def gelu_backward(numpy_kernel):
     return kernel
 
 
-KERNELS = {"gelu": through_float32(gelu), "gelu_backward": through_float32(gelu_backward)}
+def erf_bfloat16(make, loop):
+    """`make` (a kernel's maker) whose kernel runs the erf form on bfloat16 operands of one
+    shape in `loop`, one pass over their bits: the values of `through_float32` (widened,
+    computed in float32, rounded once) without its float32 copies of every operand."""
+
+    def make_with_loop(numpy_kernel):
+        kernel = make(numpy_kernel)
+
+        def fused(*arrays, approximate):
+            shape = arrays[-1].shape
+            if approximate != "none" or any(a.dtype != BF16 or a.shape != shape for a in arrays):
+                return kernel(*arrays, approximate=approximate)
+            vecmath.register()  # before the first compilation; idempotent
+            out = np.empty(shape, BF16)
+            bits = (np.ascontiguousarray(a).view(np.uint16).ravel() for a in arrays)
+            loop(*bits, out.view(np.uint16).ravel())
+            return out
+
+        return fused
+
+    return make_with_loop
+
+
+KERNELS = {
+    "gelu": erf_bfloat16(through_float32(gelu), _gelu_erf_bf16),
+    "gelu_backward": erf_bfloat16(through_float32(gelu_backward), _gelu_backward_erf_bf16),
+}
