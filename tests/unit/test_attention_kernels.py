@@ -38,16 +38,19 @@ def _kernels(backend: str):
     return get_op("attention").kernels[backend], get_op("attention_backward").kernels[backend]
 
 
-def _operands(rng, batch, rows, keys, d, dv, dtype, heads_view):
-    """q, k, v, and an output gradient; with `heads_view`, each (..., H, T, D) is a
-    transposed view of a (..., T, H, D) array, as attention heads split from a projection."""
+def _operands(rng, batch, rows, keys, d, dv, dtype, layout="contiguous"):
+    """q, k, v, and an output gradient, laid out as attention heads come: "contiguous";
+    "heads", each (..., H, T, D) a transposed view of a (..., T, H, D) array, as heads split
+    from a projection; "packed", besides that, rows strided over a wider array (a slice of a
+    fused query/key/value projection)."""
 
     def make(n, features):
         shape = (*batch, n, features)
-        if heads_view and len(batch) >= 1:
-            stored = (*shape[:-3], n, shape[-3], features)
-            return rng.standard_normal(stored).astype(dtype).swapaxes(-2, -3)
-        return rng.standard_normal(shape).astype(dtype)
+        if layout == "contiguous" or not batch:
+            return rng.standard_normal(shape).astype(dtype)
+        stored = (*shape[:-3], n, shape[-3], features + (3 if layout == "packed" else 0))
+        heads = rng.standard_normal(stored).astype(dtype).swapaxes(-2, -3)
+        return heads[..., :features]
 
     return make(rows, d), make(keys, d), make(keys, dv), make(rows, dv)
 
@@ -79,12 +82,12 @@ def _close(actual, expected, dtype, n_terms: int, what: str):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("heads_view", [False, True])
+@pytest.mark.parametrize("layout", ["contiguous", "heads", "packed"])
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
-def test_forward_and_backward_match_torch(backend, dtype, causal, heads_view, shape):
+def test_forward_and_backward_match_torch(backend, dtype, causal, layout, shape):
     batch, rows, keys, d, dv = shape
     rng = np.random.default_rng(len(batch) * 1000 + rows)
-    q, k, v, g = _operands(rng, batch, rows, keys, d, dv, dtype, heads_view)
+    q, k, v, g = _operands(rng, batch, rows, keys, d, dv, dtype, layout)
     scale = 0.7 / np.sqrt(d)
     forward, backward = _kernels(backend)
     out, probs = forward(q, k, v, scale=scale, is_causal=causal)
@@ -102,7 +105,7 @@ def test_forward_and_backward_match_torch(backend, dtype, causal, heads_view, sh
 def test_results_keep_the_operands_memory_order(backend):
     """Heads split from (B, T, H, D) come back in that order: merging them is a view."""
     rng = np.random.default_rng(0)
-    q, k, v, g = _operands(rng, (2, 3), 7, 7, 4, 4, np.float32, heads_view=True)
+    q, k, v, g = _operands(rng, (2, 3), 7, 7, 4, 4, np.float32, layout="heads")
     forward, backward = _kernels(backend)
     out, probs = forward(q, k, v, scale=0.5, is_causal=True)
     assert out.swapaxes(-2, -3).flags.c_contiguous
@@ -117,7 +120,7 @@ def test_generated_kernel_propagates_nan_as_numpy_does(causal):
     probabilities of keys a row does not see stay 0 in a NaN row (NumPy's are NaN), so its
     gradients are compared without the causal mask only."""
     rng = np.random.default_rng(1)
-    q, k, v, g = _operands(rng, (2,), 37, 37, 4, 3, np.float32, heads_view=False)
+    q, k, v, g = _operands(rng, (2,), 37, 37, 4, 3, np.float32, layout="contiguous")
     q[0, 3, 1] = np.nan  # one query row
     k[1, 20, 0] = np.nan  # one key: every row that sees it
     v[0, 30, 2] = np.nan
@@ -135,7 +138,7 @@ def test_generated_kernel_propagates_nan_as_numpy_does(causal):
 @pytest.mark.skipif(not jit.available(), reason="numba unavailable")
 def test_generated_kernel_leaves_float64_and_mismatched_operands_to_numpy():
     rng = np.random.default_rng(2)
-    q, k, v, _ = _operands(rng, (2,), 5, 6, 3, 2, np.float64, heads_view=False)
+    q, k, v, _ = _operands(rng, (2,), 5, 6, 3, 2, np.float64, layout="contiguous")
     forward, _ = _kernels(jit.KERNEL_KEY)
     numpy_forward, _ = _kernels("cpu")
     for a, b in zip(forward(q, k, v, scale=0.5, is_causal=False),
@@ -151,7 +154,7 @@ def test_generated_kernel_leaves_float64_and_mismatched_operands_to_numpy():
 def test_scaled_dot_product_attention_through_autograd(dtype, causal):
     """The public function, eager autograd: bfloat16 is computed in float32, rounded once."""
     rng = np.random.default_rng(3)
-    q, k, v, g = _operands(rng, (2, 4), 33, 33, 16, 16, np.float32, heads_view=True)
+    q, k, v, g = _operands(rng, (2, 4), 33, 33, 16, 16, np.float32, layout="heads")
     ours = [flow.tensor(a).to(getattr(flow, dtype)).requires_grad_() for a in (q, k, v)]
     out = F.scaled_dot_product_attention(*ours, is_causal=causal)
     out.backward(flow.tensor(g).to(getattr(flow, dtype)))
