@@ -276,10 +276,12 @@ def test_binary_out_kernels_return_the_kernels_bits(name, dtype):
     out = np.empty(expected.shape, expected.dtype)
     got = out_kernel_for(get_op(name))(x, y, out=out)
     assert got is out and got.tobytes() == expected.tobytes()
-    # a Python number keeps the kernel's own rules (bfloat16 rounding): a fresh array
+    # beside a half-precision array, a Python number keeps the kernel's own rules (rounding
+    # to bfloat16): a fresh array
     expected = np.asarray(kernel_for(get_op(name))(x, 3))
     got = out_kernel_for(get_op(name))(x, 3, out=out)
     assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes()
+    assert (got is out) == (dtype != flow.bfloat16.np)
 
 
 @pytest.mark.skipif(not jit.available(), reason="numba is not installed")
@@ -295,3 +297,9 @@ def test_generated_layer_norm_and_softmax_kernels_write_into_given_arrays(dtype)
     for name in ("softmax", "log_softmax"):
         y = _check_out_kernel(name, x, dim=-1)[0]
         _check_out_kernel(f"{name}_backward", gy, y, dim=-1)
+
+
+def test_cat_writes_into_a_given_array():
+    rng = np.random.default_rng(4)
+    parts = [rng.standard_normal((2, n, 3)).astype(np.float32) for n in (1, 4)]
+    _check_out_kernel("cat", *parts, dim=1)

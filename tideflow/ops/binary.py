@@ -178,16 +178,20 @@ def _second_scalar_in_float32(kernel):
 
 
 def _ufunc_into(ufunc: np.ufunc, kernel):
-    """The out kernel of `kernel`, which runs `ufunc`: two arrays computed into `out`, as
-    `kernel` computes them; a Python scalar operand goes through `kernel` (its rounding
-    rules), into a fresh array."""
+    """The out kernel of `kernel`, which runs `ufunc`: computed into `out` as `kernel`
+    computes it, except a Python number beside a half-precision array, which goes through
+    `kernel` (its rounding rules) into a fresh array."""
 
     def run(x, y, *, out):
-        if type(x) is _ndarray and type(y) is _ndarray:
+        if (type(x) is _ndarray and type(y) is _ndarray) or not (_half(x) or _half(y)):
             return ufunc(x, y, out=out)
         return kernel(x, y)
 
     return run
+
+
+def _half(a) -> bool:
+    return type(a) is _ndarray and a.dtype in _HALF
 
 
 def _round_to_bfloat16(out, array):

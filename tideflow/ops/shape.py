@@ -1163,11 +1163,11 @@ def _cat_meta(*tensors: Meta, dim) -> Meta:
     return Meta(tuple(shape), tensors[0].dtype)
 
 
-def _cat_kernel(*xs, dim):
+def _cat_kernel(*xs, dim, out=None):
     parts = [x for x in xs if not _skipped(x.shape)]
     if not parts:
         return np.empty((0,), xs[0].dtype)
-    return np.concatenate(parts, axis=dim)
+    return np.concatenate(parts, axis=dim, out=out)
 
 
 def _cat_sbp(*tensors: Meta, dim) -> list[Signature]:
@@ -1203,6 +1203,7 @@ _cat = defop(
     meta=_cat_meta,
     sbp=_cat_sbp,
     kernels={"cpu": _cat_kernel},
+    out_kernels={"cpu": _cat_kernel},
     grad=_cat_grad,
     promote="common",
     onnx=_cat_onnx,
