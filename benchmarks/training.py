@@ -5,22 +5,26 @@ and `torch.compile` (the model compiled, the optimizer eager, as its tutorials d
 compiles within COMPILE_LIMIT_S. Medians of interleaved steps (one step of each variant per
 round, so a busy machine slows all alike) with their spread (interquartile range / median),
 then the compile times and memory: the peak of one step (tracemalloc sees NumPy's arrays, not
-PyTorch's) and the fresh memory a step touches (minor page faults: pages the allocator had to
-map anew; both libraries).
+PyTorch's), the fresh memory a step touches (minor page faults: pages the allocator had to
+map anew; both libraries), and the arrays NumPy allocates in a step (their number and MiB,
+on every thread: `NumpyAllocations`).
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/training.py     (`make bench` runs 1 and 2)
 """
 
 from __future__ import annotations
 
+import ctypes
 import resource
 import statistics
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import train_workloads as tw
+from numpy._core import _multiarray_umath
 
 import tideflow as flow
 
@@ -40,6 +44,7 @@ class Row:
     compile_s: dict[str, float] = field(default_factory=dict)
     peak_mib: dict[str, float] = field(default_factory=dict)
     fresh_kib: dict[str, float] = field(default_factory=dict)
+    allocations: dict[str, tuple[int, float]] = field(default_factory=dict)  # count, MiB
     notes: list[str] = field(default_factory=list)
 
 
@@ -142,6 +147,85 @@ def _fresh_kib(step: Step, calls: int = 5) -> float:
     return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls * PAGE_KIB
 
 
+_MALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+_CALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t)
+
+
+class _Allocator(ctypes.Structure):  # NumPy's PyDataMemAllocator (numpy/ndarraytypes.h)
+    _fields_ = [(name, ctypes.c_void_p) for name in ("ctx", "malloc", "calloc", "realloc", "free")]
+
+
+class _Handler(ctypes.Structure):  # PyDataMem_Handler
+    _fields_ = [("name", ctypes.c_char * 127), ("version", ctypes.c_uint8),
+                ("allocator", _Allocator)]  # fmt: skip
+
+
+def _default_handler() -> _Handler:
+    """NumPy's default memory handler, the one every thread without a handler of its own
+    uses (all of them here): `PyDataMem_GetHandler` (slot 305 of NumPy's C API) called on a
+    new thread, whose context is empty."""
+    capsule = ctypes.pythonapi.PyCapsule_GetPointer
+    capsule.restype, capsule.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    api = ctypes.cast(capsule(_multiarray_umath._ARRAY_API, None), ctypes.POINTER(ctypes.c_void_p))
+    get_handler = ctypes.PYFUNCTYPE(ctypes.py_object)(api[305])
+    handler = []
+    thread = threading.Thread(target=lambda: handler.append(get_handler()))
+    thread.start()
+    thread.join()
+    return _Handler.from_address(capsule(handler[0], b"mem_handler"))
+
+
+class NumpyAllocations:
+    """`with NumpyAllocations() as counted: ...`: `counted.calls` and `counted.nbytes` of the
+    array data NumPy allocated meanwhile, on any thread (the graph runtime's streams are
+    threads). The default handler's malloc and calloc are wrapped while counting."""
+
+    def __init__(self) -> None:
+        self.calls = self.nbytes = 0
+        self._handler = _default_handler()
+        allocator = self._handler.allocator
+        self._saved = allocator.malloc, allocator.calloc
+        # NOTE: the originals called without releasing the GIL, which the callbacks hold
+        malloc = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)(
+            allocator.malloc
+        )
+        calloc = ctypes.PYFUNCTYPE(
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t
+        )(allocator.calloc)
+
+        def counted_malloc(ctx, size):
+            self.calls += 1
+            self.nbytes += size
+            return malloc(ctx, size)
+
+        def counted_calloc(ctx, n, size):
+            self.calls += 1
+            self.nbytes += n * size
+            return calloc(ctx, n, size)
+
+        self._wrappers = _MALLOC(counted_malloc), _CALLOC(counted_calloc)
+
+    def __enter__(self) -> NumpyAllocations:
+        allocator = self._handler.allocator
+        allocator.malloc, allocator.calloc = (
+            ctypes.cast(w, ctypes.c_void_p).value for w in self._wrappers
+        )
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._handler.allocator.malloc, self._handler.allocator.calloc = self._saved
+
+
+def _allocations(step: Step, calls: int = 5) -> tuple[int, float]:
+    """NumPy allocations per call of `step`, and their MiB (the median call's)."""
+    counts = []
+    for _ in range(calls):
+        with NumpyAllocations() as counted:
+            step()
+        counts.append((counted.calls, counted.nbytes / 2**20))
+    return sorted(counts)[calls // 2]
+
+
 def _measure(torch, workload: tw.Workload) -> Row:
     row = Row(workload.name)
     ours, theirs = tw.paired_models(torch, workload)
@@ -170,6 +254,8 @@ def _measure(torch, workload: tw.Workload) -> Row:
         row.peak_mib[name] = _peak_mib(steps[name])
     for name in ("eager", "graph", "torch"):
         row.fresh_kib[name] = _fresh_kib(steps[name])
+    for name in ("eager", "graph"):
+        row.allocations[name] = _allocations(steps[name])
     return row
 
 
@@ -224,11 +310,17 @@ def report(rows: list[Row]) -> str:
             + f"{compiled:>36}"
         )  # fmt: skip
     lines.append("")
-    lines.append(f"{'':12}{'peak MiB eager/graph':>24}{'fresh KiB/step eager/graph/torch':>36}")
+    lines.append(
+        f"{'':12}{'peak MiB eager/graph':>24}{'fresh KiB/step eager/graph/torch':>36}"
+        f"{'NumPy allocations/step (MiB) eager/graph':>44}"
+    )
     for row in rows:
         peaks = " / ".join(f"{row.peak_mib[k]:.1f}" for k in ("eager", "graph"))
         fresh = " / ".join(f"{row.fresh_kib[k]:.0f}" for k in ("eager", "graph", "torch"))
-        lines.append(f"{_short(row):12}{peaks:>24}{fresh:>36}")
+        allocations = " / ".join(
+            f"{row.allocations[k][0]} ({row.allocations[k][1]:.1f})" for k in ("eager", "graph")
+        )
+        lines.append(f"{_short(row):12}{peaks:>24}{fresh:>36}{allocations:>44}")
     lines.extend(f"{_short(row)}: {note}" for row in rows for note in row.notes)
     return "\n".join(lines)
 
