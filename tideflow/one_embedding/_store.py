@@ -215,16 +215,16 @@ class DiskStore(HostStore):
     """Rows in a memory-mapped file under `directory` (sized for `capacity` keys up front: a
     sparse file costs no disk until written); a cache of `cache_budget_mb` holds the most
     recently used rows in memory. The index and the map of cached slots stay in host memory
-    beside the cache: 24 bytes per index slot (two slots per key at most), which for large
-    tables is more than the cache.
+    beside the cache: 24 bytes per index slot, two to four slots per key of `capacity`, which
+    for large tables is more than the cache.
 
     Cache lines are evicted least recently used first, a batch at a time (an eighth of the
     cache: one `argpartition` of the use stamps serves many steps); dirty lines are written
     back to the file as they go. New keys' rows go to the file at once (they take the next
     rows: one sequential write) and to the cache, clean. The mapped file pages are handed back
     to the page cache after each eviction and whenever lookups may have mapped half the
-    budget's worth, so the resident set stays near the cache budget however large the
-    table."""
+    budget's worth, so the resident set stays near the cache and the index however large the
+    rows."""
 
     def __init__(self, owner, width, dtype, capacity, directory: str, cache_budget_mb: float):
         self._budget = int(cache_budget_mb * (1 << 20))
@@ -261,10 +261,8 @@ class DiskStore(HostStore):
         if init is not None:
             self._make_room(keys.size)
         slots = self.index.find(tables, keys)
-        fresh = slots < 0
-        if init is None:
-            fresh[:] = False
-        elif fresh.any():
+        fresh = slots < 0 if init is not None else np.zeros(keys.shape, bool)
+        if fresh.any():
             new = np.flatnonzero(fresh)
             slots[new] = self._insert(tables[new], keys[new], init)
         lines = np.full(keys.shape, -1, np.int64)
