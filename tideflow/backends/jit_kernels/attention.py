@@ -25,6 +25,8 @@ name as an LLVM symbol, so numba's disk cache stays valid in other processes.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .. import jit, vecmath
@@ -37,6 +39,7 @@ ROWS = 64
 _REDUCE = frozenset({"contract", "reassoc"})
 _SGEMM = "tideflow_sgemm"
 _sgemm = None  # numba's declaration of the sgemm symbol, set by `_register`
+_REGISTERING = threading.Lock()
 
 
 def _blas_args():
@@ -198,26 +201,27 @@ _backward_loop = jit.jit(_backward, error_model="numpy")
 def _register() -> None:
     """Before the loops' first compilation (idempotent; imports numba): sgemm bound as an
     LLVM symbol and declared to numba, and the helpers made callable from the loops, inlined
-    into them (as vecmath's functions)."""
+    into them (as vecmath's functions). Locked: graph streams may run the first calls at once."""
     global _sgemm
-    if _sgemm is not None:
-        return
-    import llvmlite.binding
-    from numba import types
-    from numba.extending import get_cython_function_address, register_jitable
+    with _REGISTERING:
+        if _sgemm is not None:
+            return
+        import llvmlite.binding
+        from numba import types
+        from numba.extending import get_cython_function_address, register_jitable
 
-    vecmath.register()
-    for fn in _HELPERS:
-        register_jitable(forceinline=True)(fn)
-    # NOTE: fastmath flags are per instruction in LLVM, so the sums keep theirs when inlined
-    # into loops compiled without them.
-    for fn in _SUMS:
-        register_jitable(forceinline=True, fastmath=set(_REDUCE))(fn)
-    address = get_cython_function_address("scipy.linalg.cython_blas", "sgemm")
-    llvmlite.binding.add_symbol(_SGEMM, address)
-    # NOTE: every argument is a pointer (Fortran passes by reference), declared as an
-    # address-sized integer: the arrays' `ctypes.data`.
-    _sgemm = types.ExternalFunction(_SGEMM, types.void(*(types.uintp,) * 13))
+        vecmath.register()
+        for fn in _HELPERS:
+            register_jitable(forceinline=True)(fn)
+        # NOTE: fastmath flags are per instruction in LLVM, so the sums keep theirs when
+        # inlined into loops compiled without them.
+        for fn in _SUMS:
+            register_jitable(forceinline=True, fastmath=set(_REDUCE))(fn)
+        address = get_cython_function_address("scipy.linalg.cython_blas", "sgemm")
+        llvmlite.binding.add_symbol(_SGEMM, address)
+        # NOTE: every argument is a pointer (Fortran passes by reference), declared as an
+        # address-sized integer: the arrays' `ctypes.data`.
+        _sgemm = types.ExternalFunction(_SGEMM, types.void(*(types.uintp,) * 13))
 
 
 def _as_4d(a: np.ndarray) -> np.ndarray:
