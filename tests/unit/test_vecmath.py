@@ -15,7 +15,7 @@ numba = pytest.importorskip("numba")
 vecmath.register()
 
 NAMES = (
-    *("exp32", "log32", "tanh32", "erf32", "erfc32", "ndtr32"),
+    *("exp32", "log32", "tanh32", "erf32", "erfc32", "ndtr32", "gelu32"),
     *("expm1_32", "log1p32", "sigmoid32"),
 )
 
@@ -30,6 +30,7 @@ MAX_ULP = {
     "erf32": 2,  # 1 - exp(P) just above 0.875, where erfc/erf is largest
     "erfc32": 4,  # exp(-x^2) as two exps, times erfcx: about 1 ulp each
     "ndtr32": 6,  # exp(-x^2 / 2) as two exps, times P / Q (3 ulps), or 1 minus that
+    "gelu32": 6,  # ndtr32's error, rounded once more
     "expm1_32": 1,
     "log1p32": 1,
     "sigmoid32": 2,  # exp's error plus a division's rounding
@@ -78,6 +79,15 @@ def _ndtr64(v):
 
 
 @numba.njit
+def _gelu64(v):
+    # NOTE: for tiny x, x Phi(x) = x/2 + x^2/sqrt(2 pi) rounds to x/2 in float64, a tie
+    # between two float32 denormals; the exact value lies beyond it, away from 0 for x > 0
+    # and towards 0 below, where a relative nudge far below float32's precision moves it
+    nudge = math.copysign(1e-9, v) if abs(v) < 1e-30 else 0.0
+    return v * (_ndtr64(v) + nudge)
+
+
+@numba.njit
 def _expm1_64(v):
     return math.expm1(v)
 
@@ -89,6 +99,7 @@ REFERENCES = {
     "erf32": _erf64,
     "erfc32": _erfc64,
     "ndtr32": _ndtr64,
+    "gelu32": _gelu64,
     "expm1_32": _expm1_64,
     "log1p32": _log1p64,
     "sigmoid32": _sigmoid64,
@@ -148,7 +159,7 @@ SPECIALS = np.array(
         *(1e-8, -1e-8, 2.9e-8),
         # where erfc switches forms, becomes denormal and rounds to 0
         *(0.49999997, -0.5, 1.9999999, 2.0, 9.19, 10.054194, 10.054195, 10.06, -10.06),
-        # where the normal CDF becomes denormal, and where it and the density reach 0
+        # where the normal CDF and GELU become denormal and reach 0
         *(-13.2, -14.1, -14.5, -14.6, 14.6, -20.0),
     ],
     np.float32,
@@ -229,7 +240,7 @@ def test_special_values_match_numpy(name, loops):
 def test_special_values_by_definition(loops):
     x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -1.0, -1e-45, 1e-45, 1e-38], np.float32)
     out = {}
-    for name in ("exp32", "log32", "tanh32", "erf32", "erfc32", "ndtr32", "sigmoid32"):
+    for name in ("exp32", "log32", "tanh32", "erf32", "erfc32", "ndtr32", "gelu32", "sigmoid32"):
         out[name] = np.empty_like(x)
         loops[name][0](x, out[name])
     nan, inf = np.nan, np.inf
@@ -241,8 +252,9 @@ def test_special_values_by_definition(loops):
     np.testing.assert_array_equal(out["erf32"][:5], [nan, 1, -1, 0, 0])
     np.testing.assert_array_equal(out["erfc32"][:5], [nan, 0, 2, 1, 1])
     np.testing.assert_array_equal(out["ndtr32"][:5], [nan, 1, 0, 0.5, 0.5])
+    np.testing.assert_array_equal(out["gelu32"][:5], [nan, inf, nan, 0, 0])  # -inf * 0
     np.testing.assert_array_equal(out["sigmoid32"][:5], [nan, 1, 0, 0.5, 0.5])
-    for name in ("tanh32", "erf32"):
+    for name in ("tanh32", "erf32", "gelu32"):
         assert np.signbit(out[name][4]) and not np.signbit(out[name][3])
 
 
@@ -262,26 +274,31 @@ def test_exp_underflows_gradually_like_numpy(loops):
 
 
 @numba.njit(fastmath={"contract"})
-def _normal_pdf_loop(x, out):
+def _gelu_grad_loop(x, out):
     for i in range(x.size):
-        out[i] = vecmath.normal_cdf_pdf32(x[i])[1]
+        out[i] = vecmath.gelu_grad32(x[i])
 
 
 @numba.njit
-def _normal_pdf64_loop(x, out):
+def _gelu_grad64_loop(x, out):
     for i in range(x.size):
         v = np.float64(x[i])
-        out[i] = math.exp(-v * v / 2) / math.sqrt(2 * math.pi)
+        out[i] = _ndtr64(v) + v * math.exp(-v * v / 2) / math.sqrt(2 * math.pi)
 
 
-def test_normal_pdf_ulp_error(samples):
-    """The density that `normal_cdf_pdf32` returns beside ndtr32's CDF: exp(-x^2 / 2) with the
-    square exact, then one rounding more."""
-    got = np.empty_like(samples)
-    _normal_pdf_loop(samples, got)
-    want64 = np.empty(samples.size)
-    _normal_pdf64_loop(samples, want64)
-    assert _ulps(got, want64).max() <= 2
+def test_gelu_grad_error(samples):
+    """GELU's derivative: within 3 ulps, plus, where it crosses 0 (x = -0.75) and ulps
+    shrink, a few float32 roundings of its terms, g = exp(-x^2 / 2) in size."""
+    x = np.concatenate([samples, np.linspace(-0.76, -0.74, 10_001, dtype=np.float32)])
+    got = np.empty_like(x)
+    _gelu_grad_loop(x, got)
+    want = np.empty(x.size)
+    _gelu_grad64_loop(x, want)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    g = np.exp(-(x[~nan].astype(np.float64) ** 2) / 2)
+    ulp = np.spacing(np.abs(want[~nan]).astype(np.float32)).astype(np.float64)
+    assert (np.abs(got[~nan] - want[~nan]) <= 3 * ulp + 3 * 2.0**-24 * g).all()
 
 
 @jit.jit

@@ -1,7 +1,7 @@
 """float32 math functions that numba vectorizes: exp32, log32, tanh32, erf32, erfc32,
-ndtr32 (the normal CDF; `normal_cdf_pdf32` returns the density with it), expm1_32, log1p32,
-sigmoid32; and bfloat16 <-> float32 conversions on bits (bf16_widen,
-bf16_round, bf16_bits), with which loops compute bfloat16 in float32.
+ndtr32 (the normal CDF), gelu32 and gelu_grad32 (GELU's erf form, x ndtr(x), and its
+derivative), expm1_32, log1p32, sigmoid32; and bfloat16 <-> float32 conversions on bits
+(bf16_widen, bf16_round, bf16_bits), with which loops compute bfloat16 in float32.
 
 numba compiles `math.exp`, `math.tanh`, `math.erf` to calls into libm, one element at a
 time, so a fused loop calling them runs slower than NumPy's ufuncs. These functions use no
@@ -150,6 +150,8 @@ _TANH_SMALL, _ERF_SMALL, _ERF_ONE, _ERF_MID = F(TANH_SMALL), F(ERF_SMALL), F(ERF
 _ERFC_SMALL, _ERFC_TAIL, _ERFC_ZERO = F(ERFC_SMALL), F(ERFC_TAIL), F(ERFC_ZERO)
 _ERFCX_MID = F(ERFCX_MID)
 _NDTR_ZERO = F(NDTR_ZERO)
+# x exp(-x^2 / 2) Phi(-x) < 2^-25 x from 5.9 on: GELU(x) and its derivative round to x and 1
+_GELU_POSITIVE = F(9.0)
 _INV_SQRT_2PI = F(1 / math.sqrt(2 * math.pi))
 _SQUARE_SPLIT, _SQUARE_SPLIT_INV = F(256.0), F(1 / 256)
 
@@ -180,20 +182,22 @@ def _pow2(k):
     return np.int32((k + _EXP_BIAS) << _I23).view(np.float32)
 
 
-def _exp_scaled(kf, r):
-    """2^kf exp(r) for integral float32 kf in [-252, 128] and |r| <= ln2/2 (a little more).
-    2^k is applied as two factors, so that k = 128 reaches inf and k < -126 rounds once,
-    into the denormals, as a correctly rounded exp would."""
+def _exp_scaled(kf, r, factor):
+    """factor 2^kf exp(r) for integral float32 kf in [-252, 128], |r| <= ln2/2 (a little
+    more) and a normal `factor`. 2^k is applied last, as two factors, so that k = 128 reaches
+    inf and k < -126 rounds once, into the denormals, as a correctly rounded exp would. NOTE:
+    a denormal result is then the only denormal the computation touches: on Intel CPUs each
+    multiply with a denormal operand or result takes a microcode assist (~100x an FMA)."""
     p = _ONE + (r + r * r * (_E0 + r * (_E1 + r * (_E2 + r * (_E3 + r * _E4)))))
     k = np.int32(kf)
     k1 = k >> _I1
-    return p * _pow2(k1) * _pow2(k - k1)
+    return p * factor * _pow2(k1) * _pow2(k - k1)
 
 
 def _exp_core(x):
     """exp(x) for float32 x in [-104, 89] (not NaN): x = k ln2 + r with |r| <= ln2/2."""
     kf = np.rint(x * _LOG2E)
-    return _exp_scaled(kf, (x - kf * _LN2_HI) - kf * _LN2_LO)
+    return _exp_scaled(kf, (x - kf * _LN2_HI) - kf * _LN2_LO, _ONE)
 
 
 def exp32(x):
@@ -273,8 +277,8 @@ def erf32(x):
     return y if x == x else x
 
 
-def _exp_neg_square(a, s):
-    """exp(-s a^2) for a in [0, NDTR_ZERO] and s = 1 or 1/2, without the error of rounding
+def _exp_neg_square(a, s, factor):
+    """factor exp(-s a^2) for a in [0, NDTR_ZERO] and s = 1 or 1/2, without the error of rounding
     a^2 (2^-24 s a^2 absolute: 50 ulps of the result at a = 10, s = 1): a = h + l with h a
     multiple of 1/256, so s h^2 (12 significant bits squared) and l = a - h are exact,
     -s a^2 = -s h^2 - s l (a + h), and the reduction -s h^2 - k ln2_hi is exact too
@@ -285,7 +289,7 @@ def _exp_neg_square(a, s):
     hi = h * -s * h
     lo = (h - a) * s * (a + h)
     kf = np.rint((hi + lo) * _LOG2E)
-    return _exp_scaled(kf, ((hi - kf * _LN2_HI) + lo) - kf * _LN2_LO)
+    return _exp_scaled(kf, ((hi - kf * _LN2_HI) + lo) - kf * _LN2_LO, factor)
 
 
 def erfc32(x):
@@ -304,33 +308,67 @@ def erfc32(x):
     v = t * t
     tail = _R4 + v * (_R5 + v * (_R6 + v * _R7))
     tail = t * (_R0 + v * (_R1 + v * (_R2 + v * (_R3 + v * tail))))
-    big = _exp_neg_square(ac, _ONE) * (mid if ac < _ERFC_TAIL else tail)
+    big = _exp_neg_square(ac, _ONE, _ONE) * (mid if ac < _ERFC_TAIL else tail)
     big = big if a < _ERFC_ZERO else _ZERO
     big = big if x > _ZERO else _TWO - big
     y = _ONE - _erf_small(x) if a < _ERFC_SMALL else big
     return y if x == x else x
 
 
-def normal_cdf_pdf32(x):
-    """(Phi(x), phi(x)), the standard normal distribution's CDF and density, in float32.
-    With a = |x| and g = exp(-a^2 / 2) (exact square, see `_exp_neg_square`): phi = g /
-    sqrt(2 pi); Phi(-a) = g R(a), R a ratio of polynomials fitted to exp(a^2 / 2) Phi(-a),
-    accurate where Phi(-a) is tiny; Phi(a) = 1 - g R(a) (g R <= 1/2: no cancellation). Both
-    reach 0 (gradually, through the denormals) from |x| = NDTR_ZERO on. NaN gives NaN."""
-    x = F(x)
-    a = abs(x)
-    ac = a if a < _NDTR_ZERO else _NDTR_ZERO  # NaN goes to _NDTR_ZERO: g = 0
-    g = _exp_neg_square(ac, _HALF)
-    p = _N0 + ac * (_N1 + ac * (_N2 + ac * (_N3 + ac * _N4)))
-    q = _ONE + ac * (_D1 + ac * (_D2 + ac * (_D3 + ac * (_D4 + ac * _D5))))
-    lower = g * np.divide(p, q)  # (not `/`: see tanh32)
-    cdf = _ONE - lower if x >= _ZERO else lower
-    return (cdf if x == x else x), (g * _INV_SQRT_2PI if x == x else x)
+def _ndtr_ratio(a):
+    """R(a) = exp(a^2 / 2) Phi(-a) for a in [0, NDTR_ZERO]: Phi(-a) = exp(-a^2 / 2) R(a)."""
+    p = _N0 + a * (_N1 + a * (_N2 + a * (_N3 + a * _N4)))
+    q = _ONE + a * (_D1 + a * (_D2 + a * (_D3 + a * (_D4 + a * _D5))))
+    return np.divide(p, q)  # (not `/`: see tanh32)
 
 
 def ndtr32(x):
-    """Phi(x), the standard normal distribution's CDF, in float32 (see `normal_cdf_pdf32`)."""
-    return normal_cdf_pdf32(x)[0]
+    """Phi(x), the standard normal distribution's CDF, in float32: with a = |x|, Phi(-a) =
+    exp(-a^2 / 2) R(a) (exact square, see `_exp_neg_square`), R a ratio of polynomials fitted
+    to exp(a^2 / 2) Phi(-a), accurate where Phi(-a) is tiny; Phi(a) = 1 - Phi(-a) (at most
+    1/2: no cancellation). Underflows gradually, to 0 from x = -NDTR_ZERO on."""
+    x = F(x)
+    a = abs(x)
+    ac = a if a < _NDTR_ZERO else _NDTR_ZERO  # NaN goes to _NDTR_ZERO, the last select returns it
+    lower = _exp_neg_square(ac, _HALF, _ndtr_ratio(ac))
+    cdf = _ONE - lower if x >= _ZERO else lower
+    return cdf if x == x else x
+
+
+def _gelu_clamped(x):
+    """(|x| clamped, the same with x's sign, x > 0) for GELU: at NDTR_ZERO below 0, where
+    exp(-x^2 / 2) is 0, and at GELU_POSITIVE above, where it no longer changes a result and
+    stays normal (see `_exp_scaled`)."""
+    a = abs(x)
+    positive = x > _ZERO
+    bound = _GELU_POSITIVE if positive else _NDTR_ZERO
+    ac = a if a < bound else bound  # NaN goes to the bound; the callers' last select returns it
+    return ac, np.copysign(ac, x), positive  # (copysign: -0.0 and 0.0 keep their signs)
+
+
+def gelu32(x):
+    """x Phi(x), GELU's erf form, in float32: with e = x exp(-x^2 / 2) R(|x|) (see ndtr32),
+    e for x <= 0 (denormal from x = -13.2, rounded once) and x - e above (e <= x / 2). GELU
+    of -inf is NaN (inf * 0), as NumPy's and PyTorch's are."""
+    x = F(x)
+    ac, xc, positive = _gelu_clamped(x)
+    e = _exp_neg_square(ac, _HALF, xc * _ndtr_ratio(ac))
+    y = x - e if positive else e
+    return y if abs(x) < _INF else (x if positive else x * _ZERO)
+
+
+def gelu_grad32(x):
+    """GELU's derivative Phi(x) + x phi(x) in float32, phi(x) = exp(-x^2 / 2) / sqrt(2 pi):
+    with g = exp(-x^2 / 2), g (R(|x|) + x / sqrt(2 pi)) for x <= 0 (one rounding into the
+    denormals) and 1 + g (x / sqrt(2 pi) - R(x)) above. Its error is absolute, a few ulps of
+    g, where it crosses 0 (x = -0.75179). NaN for +-inf (inf * 0), as PyTorch's."""
+    x = F(x)
+    ac, xc, positive = _gelu_clamped(x)
+    ratio = _ndtr_ratio(ac)
+    slope = xc * _INV_SQRT_2PI
+    e = _exp_neg_square(ac, _HALF, slope - ratio if positive else slope + ratio)
+    d = _ONE + e if positive else e
+    return d if abs(x) < _INF else x * _ZERO
 
 
 def expm1_32(x):
@@ -404,7 +442,10 @@ def bf16_bits(x):
     return np.uint16(np.float32(x).view(np.uint32) >> _BF16_SHIFT) if x == x else _BF16_QUIET_NAN
 
 
-FUNCTIONS = (exp32, log32, tanh32, erf32, erfc32, ndtr32, expm1_32, log1p32, sigmoid32)
+FUNCTIONS = (
+    *(exp32, log32, tanh32, erf32, erfc32, ndtr32, gelu32, gelu_grad32),
+    *(expm1_32, log1p32, sigmoid32),
+)
 BFLOAT16 = (bf16_widen, bf16_round, bf16_bits)
 _registered = False
 
@@ -419,8 +460,8 @@ def register() -> None:
 
     helpers = (
         *(_pow2, _exp_scaled, _exp_core, _log1p_reduced, _log_core),
-        *(_erf_small, _exp_neg_square),
+        *(_erf_small, _exp_neg_square, _ndtr_ratio, _gelu_clamped),
     )
-    for fn in (*helpers, normal_cdf_pdf32, *FUNCTIONS, *BFLOAT16):
+    for fn in (*helpers, *FUNCTIONS, *BFLOAT16):
         register_jitable(forceinline=True)(fn)
     _registered = True

@@ -1,5 +1,5 @@
 """GELU forward and backward (`gy * gelu'(x)`) in one loop each, the erf form and the tanh
-form: float32 through vecmath's ndtr32/normal_cdf_pdf32/tanh32 (which vectorize); bfloat16
+form: float32 through vecmath's gelu32/gelu_grad32/tanh32 (which vectorize); bfloat16
 in float32 (the erf form in one loop over the bits, the tanh form through float32 arrays).
 float64 stays with the NumPy kernels in the forward (a loop of libm calls, one element at a
 time, is slower than NumPy's ufuncs) and in the backward's tanh form; its erf form runs a
@@ -20,16 +20,15 @@ from .bfloat16 import BF16, through_float32
 @jit.jit(error_model="numpy")
 def _gelu_erf32(x, y):
     for i in range(x.size):
-        # NOTE: x * Phi(x) with ndtr32's Phi, accurate where it is tiny: (1 + erf(x / sqrt 2))
-        # / 2 would cancel to 0 for very negative x.
-        y[i] = x[i] * vecmath.ndtr32(x[i])
+        # NOTE: x * Phi(x) with Phi accurate where it is tiny: (1 + erf(x / sqrt 2)) / 2 would
+        # cancel to 0 for very negative x.
+        y[i] = vecmath.gelu32(x[i])
 
 
 @jit.jit(error_model="numpy")
 def _gelu_erf_bf16(h, y):
     for i in range(h.size):
-        xi = vecmath.bf16_widen(h[i])
-        y[i] = vecmath.bf16_bits(vecmath.bf16_round(xi * vecmath.ndtr32(xi)))
+        y[i] = vecmath.bf16_bits(vecmath.bf16_round(vecmath.gelu32(vecmath.bf16_widen(h[i]))))
 
 
 @jit.jit(error_model="numpy")
@@ -64,16 +63,13 @@ def gelu(numpy_kernel):
 @jit.jit(error_model="numpy")
 def _gelu_backward_erf32(gy, x, gx):
     for i in range(x.size):
-        cdf, pdf = vecmath.normal_cdf_pdf32(x[i])  # one exp(-x^2 / 2) for both
-        gx[i] = gy[i] * (cdf + x[i] * pdf)
+        gx[i] = gy[i] * vecmath.gelu_grad32(x[i])
 
 
 @jit.jit(error_model="numpy")
 def _gelu_backward_erf_bf16(gy, x, gx):
     for i in range(x.size):
-        xi = vecmath.bf16_widen(x[i])
-        cdf, pdf = vecmath.normal_cdf_pdf32(xi)
-        gxi = vecmath.bf16_widen(gy[i]) * (cdf + xi * pdf)
+        gxi = vecmath.bf16_widen(gy[i]) * vecmath.gelu_grad32(vecmath.bf16_widen(x[i]))
         gx[i] = vecmath.bf16_bits(vecmath.bf16_round(gxi))
 
 
