@@ -326,7 +326,7 @@ def ndtr32(x):
     """Phi(x), the standard normal distribution's CDF, in float32: with a = |x|, Phi(-a) =
     exp(-a^2 / 2) R(a) (exact square, see `_exp_neg_square`), R a ratio of polynomials fitted
     to exp(a^2 / 2) Phi(-a), accurate where Phi(-a) is tiny; Phi(a) = 1 - Phi(-a) (at most
-    1/2: no cancellation). Underflows gradually, to 0 from x = -NDTR_ZERO on."""
+    1/2: no cancellation). Underflows gradually, to 0 by x = -NDTR_ZERO."""
     x = F(x)
     a = abs(x)
     ac = a if a < _NDTR_ZERO else _NDTR_ZERO  # NaN goes to _NDTR_ZERO, the last select returns it
@@ -337,8 +337,8 @@ def ndtr32(x):
 
 def _gelu_clamped(x):
     """(|x| clamped, the same with x's sign, x > 0) for GELU: at NDTR_ZERO below 0, where
-    exp(-x^2 / 2) is 0, and at GELU_POSITIVE above, where it no longer changes a result and
-    stays normal (see `_exp_scaled`)."""
+    exp(-x^2 / 2) is 0, and at _GELU_POSITIVE above, where it no longer changes a result
+    and stays normal (see `_exp_scaled`)."""
     a = abs(x)
     positive = x > _ZERO
     bound = _GELU_POSITIVE if positive else _NDTR_ZERO
