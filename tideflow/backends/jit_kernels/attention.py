@@ -80,6 +80,15 @@ def _matmul(a, trans_a, b, trans_b, c, alpha, beta, args):
     )  # fmt: skip
 
 
+def _transpose(a, out):
+    """out = a^T, a into a contiguous block (sgemm multiplies by a transposed operand b
+    much slower than by one laid out as it is used)."""
+    rows, cols = a.shape
+    for i in range(rows):
+        for j in range(cols):
+            out[j, i] = a[i, j]
+
+
 def _order_key(bits):
     """A float32's bits (as int32) mapped to an int32 of the same order (negative floats
     have their magnitude bits flipped); its own inverse. NaNs land beyond the infinities, so a
@@ -142,15 +151,17 @@ def _forward(q, k, v, c, causal, tile, out, probs, probs_bits):
     n_keys = k.shape[2]
     scale, zero, one = c[0], c[1], c[2]
     args = _blas_args()
+    keys_t = np.empty((q.shape[3], n_keys), q.dtype)
     for b in range(n_b):
         for h in range(n_h):
             qh, kh, vh, oh, ph = q[b, h], k[b, h], v[b, h], out[b, h], probs[b, h]
             bits = probs_bits[b, h]
+            _transpose(kh, keys_t)
             for r0 in range(0, n_rows, tile):
                 r1 = min(r0 + tile, n_rows)
                 keys = _tile_keys(r1, n_keys, causal)
                 scores = ph[r0:r1, :keys]
-                _matmul(qh[r0:r1], False, kh[:keys], True, scores, scale, zero, args)
+                _matmul(qh[r0:r1], False, keys_t[:, :keys], False, scores, scale, zero, args)
                 for r in range(r0, r1):
                     _softmax_row(ph[r], bits[r], _visible(r, n_keys, causal), c)
                 _matmul(scores, False, vh[:keys], False, oh[r0:r1], one, zero, args)
@@ -163,17 +174,19 @@ def _backward(g, q, k, v, probs, c, causal, tile, dq, dk, dv):
     scale, zero, one = c[0], c[1], c[2]
     args = _blas_args()
     grad_scores = np.empty(tile * n_keys, q.dtype)
+    values_t = np.empty((v.shape[3], n_keys), q.dtype)
     last = (n_rows - 1) // tile * tile
     for b in range(n_b):
         for h in range(n_h):
             gh, qh, kh, vh, ph = g[b, h], q[b, h], k[b, h], v[b, h], probs[b, h]
             dqh, dkh, dvh = dq[b, h], dk[b, h], dv[b, h]
+            _transpose(vh, values_t)
             for r0 in range(last, -1, -tile):
                 r1 = min(r0 + tile, n_rows)
                 keys = _tile_keys(r1, n_keys, causal)
                 p = ph[r0:r1, :keys]
                 ds = grad_scores[: (r1 - r0) * keys].reshape((r1 - r0, keys))
-                _matmul(gh[r0:r1], False, vh[:keys], True, ds, one, zero, args)
+                _matmul(gh[r0:r1], False, values_t[:, :keys], False, ds, one, zero, args)
                 for i in range(r1 - r0):
                     pi, dsi = ph[r0 + i], ds[i]
                     total = _row_dot(pi, dsi, keys, zero)
@@ -190,7 +203,7 @@ def _backward(g, q, k, v, probs, c, causal, tile, dq, dk, dv):
 
 
 _HELPERS = (
-    *(_blas_args, _address, _leading, _matmul),
+    *(_blas_args, _address, _leading, _matmul, _transpose),
     *(_order_key, _row_max, _softmax_row, _tile_keys, _visible),
 )
 _SUMS = (_row_sum, _row_dot)  # compiled with `reassoc`, so they vectorize
