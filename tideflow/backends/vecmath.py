@@ -348,13 +348,13 @@ def _gelu_clamped(x):
 
 def gelu32(x):
     """x Phi(x), GELU's erf form, in float32: with e = x exp(-x^2 / 2) R(|x|) (see ndtr32),
-    e for x <= 0 (denormal from x = -13.2, rounded once) and x - e above (e <= x / 2). GELU
-    of -inf is NaN (inf * 0), as NumPy's and PyTorch's are."""
+    e for x <= 0 (denormal from x = -13.2, rounded once) and x - e above (e <= x / 2; inf
+    stays inf). GELU of -inf is NaN (inf * 0), as NumPy's and PyTorch's are."""
     x = F(x)
     ac, xc, positive = _gelu_clamped(x)
     e = _exp_neg_square(ac, _HALF, xc * _ndtr_ratio(ac))
     y = x - e if positive else e
-    return y if abs(x) < _INF else (x if positive else x * _ZERO)
+    return y if x > -_INF else x * _ZERO  # (NaN fails the comparison too)
 
 
 def gelu_grad32(x):
