@@ -1,8 +1,9 @@
 """The fused attention op's kernels (NumPy's and the generated one) and its backward against
 PyTorch's scaled_dot_product_attention, computed in float64 from the same values: causal and
 not, one query row, rows that straddle tiles, more rows than keys and more keys than rows,
-one feature, zero to three batch dims, heads as transposed views of (B, T, H, D). Tolerances
-grow with the dtype's epsilon and the longest sum behind each value."""
+one feature, zero to three batch dims, heads as transposed views of (B, T, H, D), also with
+rows strided over a wider projection. Tolerances grow with the dtype's epsilon and the
+longest sum behind each value."""
 
 import numpy as np
 import pytest
