@@ -303,3 +303,31 @@ def test_cat_writes_into_a_given_array():
     rng = np.random.default_rng(4)
     parts = [rng.standard_normal((2, n, 3)).astype(np.float32) for n in (1, 4)]
     _check_out_kernel("cat", *parts, dim=1)
+
+
+def test_elementwise_kernels_write_over_an_operand_that_dies_there():
+    """`(a + 1) * 2` runs in a's buffer; `c + c.t()` reads c at other positions through the
+    view, so it cannot write over c."""
+
+    def fn(x, w):
+        a = x @ w
+        b = (a + 1) * 2
+        c = x @ w
+        d = c + c.t()
+        return b * 1, d * 1
+
+    program = trace(fn, ((4, 4), F32), ((4, 4), F32))
+    chain = Chain(program.nodes, program.feeds, program.fetches)
+    rng = np.random.default_rng(5)
+    x, w = (rng.standard_normal((4, 4)).astype(np.float32) for _ in range(2))
+    for _ in range(2):
+        b, d = chain(x, w)
+        np.testing.assert_array_equal(b, ((x @ w + 1) * 2) * 1)
+        np.testing.assert_array_equal(d, (x @ w + (x @ w).T) * 1)
+    names = [node.op.name for node in program.nodes]
+    first_product, second_product = (i for i, n in enumerate(names) if n == "matmul")
+    first_add, second_add = (i for i, n in enumerate(names) if n == "add")
+    views = {i: v[0] for i, v in chain.arena.views.items()}
+    assert np.shares_memory(views[first_add], views[first_product])
+    assert np.shares_memory(views[names.index("mul")], views[first_product])
+    assert not np.shares_memory(views[second_add], views[second_product])

@@ -82,6 +82,7 @@ class Chain:
         self._writable = frozenset(
             i for i, node in enumerate(nodes) if out_kernel_for(node.op) is not None
         )
+        self._in_place = frozenset(i for i in self._writable if nodes[i].op.elementwise)
         # NOTE: nothing to plan without out kernels: the first run needs no records
         self.arena: Arena | None = None if self._writable else Arena({}, 0)
         self._planned_shapes: tuple = ()  # of the inputs the arena was planned for
@@ -99,7 +100,7 @@ class Chain:
             made: list[Made] = []
             outputs = self._run(self._plain, arrays, made)
             self._planned_shapes = _shapes(arrays)
-            self._place(plan_arena(made, self._writable, self._kept))
+            self._place(plan_arena(made, self._writable, self._kept, self._in_place))
             return outputs
         finally:
             self._running.release()

@@ -21,7 +21,8 @@ An OpDef holds what the eager, lazy (graph) and global paths need to know about 
   returns). It returns its results as the kernel does: `out` where it wrote them, fresh
   arrays where it could not (a result computed wider and rounded). It may be the kernel
   itself, taking `out=None`. Compiled plans give these kernels buffers they reuse step
-  after step (`compiler/arena.py`); ops without one allocate their outputs.
+  after step (`compiler/arena.py`); ops without one allocate their outputs. An elementwise
+  op's out kernel may be given one of its operands as `out` (same shape and dtype).
 - `grad(ctx, *gys)`: the backward rule in tideflow ops, returning one gradient (or None) per
   operand; `ctx.<name>` reads a saved operand/output (`saves`) or an attribute.
 - `n_out`: the number of outputs; None when it depends on the attributes (split into k
