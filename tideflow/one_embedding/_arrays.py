@@ -49,19 +49,6 @@ class FileArrays:
         self._maps[name] = mapped
         return np.frombuffer(mapped, dtype, count=count).reshape(shape)
 
-    def write_rows(self, name: str, start: int, rows: np.ndarray) -> None:
-        """Write `rows` (C-contiguous, the array's dtype and row width) over rows `start`,
-        `start + 1`, ... of array `name`, through the file (the mapping sees them)."""
-        data = memoryview(rows).cast("B")
-        offset = start * rows[0].nbytes if len(rows) else 0
-        fd = os.open(os.path.join(self.directory, name), os.O_WRONLY)
-        try:
-            while data:  # a write may stop short (Linux: at 2 GiB)
-                done = os.pwrite(fd, data, offset)
-                data, offset = data[done:], offset + done
-        finally:
-            os.close(fd)
-
     def release(self, name: str) -> None:
         # NOTE: the mapping lives until its arrays are gone (closing it under a NumPy view
         # would fail); the unlinked file's blocks are freed then.

@@ -11,6 +11,7 @@ a memory-mapped index would turn into page faults (several per key).
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -277,12 +278,13 @@ class DiskStore(HostStore):
         return lines
 
     def _store_new(self, first: int, values: np.ndarray) -> None:
-        # NOTE: new rows are consecutive: one sequential write of whole pages, which the
-        # kernel takes without reading them first (stores into the mapping would fault
-        # every page in); `_resident` caches them from `_fresh`, clean.
-        rows = np.broadcast_to(values, (len(values), self.width))  # as an assignment would
-        self._fresh = np.ascontiguousarray(rows, self.dtype)
-        self._files.write_rows(self._rows_name, first, self._fresh)
+        # NOTE: new rows take the next rows of the file: one sequential write through the
+        # mapping, onto holes (nothing read back) and in small page-cache folios (a write(2)
+        # leaves large ones, which a later read of one row maps whole); `_resident` caches
+        # them from `_fresh`, clean.
+        super()._store_new(first, values)
+        self._mapped += values.nbytes
+        self._fresh = values
 
     def _resident(self, slots: np.ndarray, fresh: np.ndarray) -> np.ndarray:
         """Cache lines holding `slots` (distinct), loading the missing ones; the rows of
@@ -337,9 +339,16 @@ class DiskStore(HostStore):
 
     def _write_back(self, lines: np.ndarray) -> None:
         dirty = lines[self._dirty[lines]]
-        if dirty.size:
-            self._rows[self.index.rows[self._line_slot[dirty]]] = self._lines[dirty]
-            self._dirty[dirty] = False
+        rows = self.index.rows[self._line_slot[dirty]]
+        order = np.argsort(rows)  # in file order: rows sharing a page fault it in once
+        # NOTE: each page written stays mapped until dropped: an eighth of a large cache
+        # scattered over the file would map a page per row, several times the budget
+        step = max(self._budget // (2 * mmap.PAGESIZE), 1)
+        for start in range(0, dirty.size, step):
+            part = order[start : start + step]
+            self._rows[rows[part]] = self._lines[dirty[part]]
+            self._drop_pages()
+        self._dirty[dirty] = False
 
     def read(self, positions, columns=None):
         return self._lines[positions] if columns is None else self._lines[positions, :columns]
