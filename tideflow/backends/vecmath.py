@@ -152,6 +152,7 @@ _ERFCX_MID = F(ERFCX_MID)
 _NDTR_ZERO = F(NDTR_ZERO)
 # x exp(-x^2 / 2) Phi(-x) < 2^-25 x from 5.9 on: GELU(x) and its derivative round to x and 1
 _GELU_POSITIVE = F(9.0)
+_GELU_ZERO = F(14.4)  # |GELU(x)| <= 2^-150 (rounds to 0) from x = -14.3562 down
 _INV_SQRT_2PI = F(1 / math.sqrt(2 * math.pi))
 _SQUARE_SPLIT, _SQUARE_SPLIT_INV = F(256.0), F(1 / 256)
 
@@ -335,24 +336,26 @@ def ndtr32(x):
     return cdf if x == x else x
 
 
-def _gelu_clamped(x):
-    """(|x| clamped, the same with x's sign, x > 0) for GELU: at NDTR_ZERO below 0, where
-    exp(-x^2 / 2) is 0, and at _GELU_POSITIVE above, where it no longer changes a result
-    and stays normal (see `_exp_scaled`)."""
+def _gelu_reduced(x, zero):
+    """(a, a with x's sign, x > 0, whether a = |x|) for GELU and its derivative: a = |x|
+    where the result depends on it, 0 from `zero` on below 0 (the result rounds to 0) and
+    from _GELU_POSITIVE on above (it rounds to x, or 1): exp(-a^2 / 2) stays normal (see
+    `_exp_scaled`). NaN and +-inf are outside too."""
     a = abs(x)
     positive = x > _ZERO
-    bound = _GELU_POSITIVE if positive else _NDTR_ZERO
-    ac = a if a < bound else bound  # NaN goes to the bound; the callers' last select returns it
-    return ac, np.copysign(ac, x), positive  # (copysign: -0.0 and 0.0 keep their signs)
+    inside = a < (_GELU_POSITIVE if positive else zero)
+    a = a if inside else _ZERO
+    return a, np.copysign(a, x), positive, inside  # (copysign: -0.0 keeps its sign)
 
 
 def gelu32(x):
     """x Phi(x), GELU's erf form, in float32: with e = x exp(-x^2 / 2) R(|x|) (see ndtr32),
-    e for x <= 0 (denormal from x = -13.2, rounded once) and x - e above (e <= x / 2; inf
-    stays inf). GELU of -inf is NaN (inf * 0), as NumPy's and PyTorch's are."""
+    e for x <= 0 (denormal from x = -13.2, rounded once) and x - e above (e <= x / 2). Where
+    the result no longer depends on exp (see `_gelu_reduced`), e = 0 gives it. GELU of -inf
+    is NaN (inf * 0), as NumPy's and PyTorch's are."""
     x = F(x)
-    ac, xc, positive = _gelu_clamped(x)
-    e = _exp_neg_square(ac, _HALF, xc * _ndtr_ratio(ac))
+    a, xa, positive, _ = _gelu_reduced(x, _GELU_ZERO)
+    e = _exp_neg_square(a, _HALF, xa * _ndtr_ratio(a))
     y = x - e if positive else e
     return y if x > -_INF else x * _ZERO  # (NaN fails the comparison too)
 
@@ -360,15 +363,17 @@ def gelu32(x):
 def gelu_grad32(x):
     """GELU's derivative Phi(x) + x phi(x) in float32, phi(x) = exp(-x^2 / 2) / sqrt(2 pi):
     with g = exp(-x^2 / 2), g (R(|x|) + x / sqrt(2 pi)) for x <= 0 (one rounding into the
-    denormals) and 1 + g (x / sqrt(2 pi) - R(x)) above. Its error is absolute, a few ulps of
-    g, where it crosses 0 (x = -0.75179). NaN for +-inf (inf * 0), as PyTorch's."""
+    denormals) and 1 + g (x / sqrt(2 pi) - R(x)) above; 1 and -0.0 where it rounds to them.
+    Its error is absolute, a few ulps of g, where it crosses 0 (x = -0.75179). NaN for
+    +-inf (inf * 0), as PyTorch's."""
     x = F(x)
-    ac, xc, positive = _gelu_clamped(x)
-    ratio = _ndtr_ratio(ac)
-    slope = xc * _INV_SQRT_2PI
-    e = _exp_neg_square(ac, _HALF, slope - ratio if positive else slope + ratio)
+    a, xa, positive, inside = _gelu_reduced(x, _NDTR_ZERO)
+    ratio = _ndtr_ratio(a)
+    slope = xa * _INV_SQRT_2PI
+    e = _exp_neg_square(a, _HALF, slope - ratio if positive else slope + ratio)
     d = _ONE + e if positive else e
-    return d if abs(x) < _INF else x * _ZERO
+    outside = x * _ZERO  # -0.0 below, NaN for NaN and +-inf
+    return d if inside else (_ONE + outside if positive else outside)
 
 
 def expm1_32(x):
@@ -460,7 +465,7 @@ def register() -> None:
 
     helpers = (
         *(_pow2, _exp_scaled, _exp_core, _log1p_reduced, _log_core),
-        *(_erf_small, _exp_neg_square, _ndtr_ratio, _gelu_clamped),
+        *(_erf_small, _exp_neg_square, _ndtr_ratio, _gelu_reduced),
     )
     for fn in (*helpers, *FUNCTIONS, *BFLOAT16):
         register_jitable(forceinline=True)(fn)
