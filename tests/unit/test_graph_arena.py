@@ -331,3 +331,9 @@ def test_elementwise_kernels_write_over_an_operand_that_dies_there():
     assert np.shares_memory(views[first_add], views[first_product])
     assert np.shares_memory(views[names.index("mul")], views[first_product])
     assert not np.shares_memory(views[second_add], views[second_product])
+
+
+def test_embedding_writes_into_a_given_array():
+    rng = np.random.default_rng(6)
+    weight = rng.standard_normal((10, 3)).astype(np.float32)
+    _check_out_kernel("embedding", rng.integers(0, 10, (2, 5)), weight, None)

@@ -35,14 +35,16 @@ def _embedding_meta(idx: Meta, w: Meta, scale) -> Meta:
     return Meta((*idx.shape, w.shape[1]), w.dtype)
 
 
-def _embedding_kernel(idx, w, scale):
+def _embedding_kernel(idx, w, scale, *, out=None):
     reject_unless(idx.dtype in (np.int32, np.int64) and w.ndim == 2, "embedding")
     if idx.size and (idx.min() < 0 or idx.max() >= w.shape[0]):
         bad = idx.min() if idx.min() < 0 else idx.max()
         raise TensorIndexError(
             f"embedding: index {bad} is out of range for {w.shape[0]} embeddings"
         )
-    return np.take(w, idx, axis=0)
+    # NOTE: the indices are checked: "clip" changes none, and unlike "raise" it writes `out`
+    # directly instead of through a temporary
+    return np.take(w, idx, axis=0, out=out, mode="clip")
 
 
 def _embedding_sbp(idx: Meta, w: Meta, scale) -> list[Signature]:
@@ -81,6 +83,7 @@ _embedding = defop(
     meta=_embedding_meta,
     sbp=_embedding_sbp,
     kernels={"cpu": _embedding_kernel},
+    out_kernels={"cpu": _embedding_kernel},
     grad=_embedding_grad,
     saves=("input", "grad_scale"),
     onnx=_embedding_onnx,
