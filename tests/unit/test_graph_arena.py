@@ -337,3 +337,12 @@ def test_embedding_writes_into_a_given_array():
     rng = np.random.default_rng(6)
     weight = rng.standard_normal((10, 3)).astype(np.float32)
     _check_out_kernel("embedding", rng.integers(0, 10, (2, 5)), weight, None)
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "shape"), [((8, 5, 16), (16,)), ((8, 5, 16), (5, 1)), ((3, 4), (3, 4))]
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, flow.bfloat16.np])
+def test_sum_to_size_writes_into_a_given_array(x_shape, shape, dtype):
+    x = np.random.default_rng(7).standard_normal(x_shape).astype(dtype)
+    _check_out_kernel("sum_to_size", x, shape=shape)

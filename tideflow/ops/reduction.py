@@ -1725,15 +1725,24 @@ def _sum_to_meta(x: Meta, *, shape) -> Meta:
     return Meta(tuple(shape), x.dtype)
 
 
-def _sum_to_kernel(x, *, shape):
+def _sum_to_kernel(x, *, shape, out=None):
+    """The sum, written into `out` when given unless half precision (summed in float32 and
+    rounded into a fresh array)."""
     lead = x.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + i for i, t in enumerate(shape) if t == 1 and x.shape[lead + i] != 1
     )
     if not axes:
-        return x.copy().reshape(shape)
-    out = np.sum(_acc(x), axis=axes, keepdims=True).astype(x.dtype, copy=False)
-    return out.reshape(shape)
+        if out is None:
+            return x.copy().reshape(shape)
+        np.copyto(out, x.reshape(shape))
+        return out
+    acc = _acc(x)
+    if out is None or acc is not x:
+        return np.sum(acc, axis=axes, keepdims=True).astype(x.dtype, copy=False).reshape(shape)
+    kept = tuple(1 if axis in axes else d for axis, d in enumerate(x.shape))
+    np.sum(x, axis=axes, keepdims=True, out=out.reshape(kept))
+    return out
 
 
 def _sum_to_sbp(x: Meta, *, shape) -> list[Signature]:
@@ -1764,6 +1773,7 @@ _sum_to_size = defop(
     sbp=_sum_to_sbp,
     local_attrs=_sum_to_local_attrs,
     kernels={"cpu": _sum_to_kernel},
+    out_kernels={"cpu": _sum_to_kernel},
     grad=lambda ctx, gy: (gy.expand(ctx.input_shape(0)),),
     onnx=_sum_to_onnx,
 )

@@ -114,3 +114,4 @@ KERNELS = {
     "max_pool": through_float32(_numpy),
     "pool_scatter": through_float32(_numpy),
 }
+WRITES_OUT = frozenset({"sum_to_size"})  # their NumPy kernels take `out=` (`OpDef.out_kernels`)
