@@ -76,6 +76,8 @@ VECMATH32 = {
     "log1p": "log1p32",
     "erfc": "erfc32",
 }
+# float32 functions of vecmath with no libm counterpart: rules call them through `g.fused`
+FUSED32 = {"gelu": "gelu32", "gelu_grad": "gelu_grad32"}
 MATH = {
     name: f"math.{name}"
     for name in (
@@ -131,8 +133,8 @@ _vecmath_state: list = []  # [(names, digest)] once looked up
 
 
 def _vecmath() -> tuple[dict[str, str], str]:
-    """`{math function: vecmath function name}` for the float32 functions
-    `tideflow.backends.vecmath` defines, and a digest of its source (generated sources name
+    """`{function: vecmath function name}` for the float32 functions (of VECMATH32 and
+    FUSED32) `tideflow.backends.vecmath` defines, and a digest of its source (generated sources name
     it: numba's cache does not see changes in the functions a kernel calls)."""
     with _vecmath_lock:
         if not _vecmath_state:
@@ -140,7 +142,7 @@ def _vecmath() -> tuple[dict[str, str], str]:
             digest = ""
             if importlib.util.find_spec("tideflow.backends.vecmath") is not None:
                 module = importlib.import_module("tideflow.backends.vecmath")
-                names = {n: v for n, v in VECMATH32.items() if hasattr(module, v)}
+                names = {n: v for n, v in (VECMATH32 | FUSED32).items() if hasattr(module, v)}
                 digest = hashlib.sha256(Path(module.__file__).read_bytes()).hexdigest()[:16]
             _vecmath_state.append((names, digest))
         return _vecmath_state[0]
@@ -180,6 +182,15 @@ class Emitter:
         """The math function `fn` (a key of `MATH`) applied to `args`."""
         if fn not in MATH:
             raise Unsupported(f"no math function {fn!r}")
+        return self._source.function(fn, self.dtype) + f"({', '.join(args)})"
+
+    def fused(self, fn: str, *args: str) -> str | None:
+        """vecmath's float32 function for a whole formula (a key of `FUSED32`: one accurate
+        loop body, where the formula in math calls would round several times), applied to
+        `args`; None where the member computes in another dtype (its rule then writes the
+        formula)."""
+        if self.dtype != np.float32 or fn not in _vecmath()[0]:
+            return None
         return self._source.function(fn, self.dtype) + f"({', '.join(args)})"
 
     def max(self, a: str, b: str) -> str:

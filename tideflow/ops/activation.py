@@ -323,6 +323,9 @@ def _gelu_backward_scalar(g, gy, x, *, approximate):
         d_inner = f"{g.c(_SQRT_2_OVER_PI)} * ({g.c(1)} + {g.c(3 * _GELU_TANH_C)} * {x} * {x})"
         slope = f"{x} * {g.c(0.5)} * ({g.c(1)} - {t} * {t}) * {d_inner}"
         return f"{gy} * (({g.c(1)} + {t}) * {g.c(0.5)} + {slope})"
+    fused = g.fused("gelu_grad", x)
+    if fused is not None:
+        return f"{gy} * {fused}"
     cdf = f"{g.call('erfc', f'{x} * {g.c(-_SQRT1_2)}')} * {g.c(0.5)}"
     pdf = f"{g.call('exp', f'{x} * {x} * {g.c(-0.5)}')} * {g.c(_INV_SQRT_2PI)}"
     return f"{gy} * ({cdf} + {x} * {pdf})"
@@ -356,6 +359,9 @@ def _gelu_scalar(g, x, *, approximate):
         cube = f"{g.c(_GELU_TANH_C)} * {x} * {x} * {x}"
         inner = f"{g.c(_SQRT_2_OVER_PI)} * ({x} + {cube})"
         return f"{g.c(0.5)} * {x} * ({g.c(1)} + {g.call('tanh', inner)})"
+    fused = g.fused("gelu", x)
+    if fused is not None:
+        return fused
     return f"{g.call('erfc', f'{x} * {g.c(-_SQRT1_2)}')} * {x} * {g.c(0.5)}"
 
 
