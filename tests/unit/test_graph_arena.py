@@ -346,3 +346,14 @@ def test_embedding_writes_into_a_given_array():
 def test_sum_to_size_writes_into_a_given_array(x_shape, shape, dtype):
     x = np.random.default_rng(7).standard_normal(x_shape).astype(dtype)
     _check_out_kernel("sum_to_size", x, shape=shape)
+
+
+def test_a_chain_keeps_the_out_kernels_of_its_kernels_backend(monkeypatch):
+    """Out kernels are chosen with the kernels, when the chain is made: a backend switched
+    before its second run (use_generated_kernels) changes neither."""
+    chain, _ = _chain(lambda x: _apply(PLUS_ONE, _apply(DOUBLE, x)) * 1)
+    monkeypatch.setitem(DOUBLE.out_kernels, "cpu", None)
+    x = np.arange(4, dtype=np.float32)
+    for _ in range(2):
+        np.testing.assert_array_equal(chain(x)[0], 2 * x + 1)
+    assert len(chain.arena.views) == 2

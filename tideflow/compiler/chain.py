@@ -79,9 +79,11 @@ class Chain:
         self._n_inputs = len(inputs)
         self._outputs = tuple(slot[v] for v in outputs)
         self._kept = frozenset(range(len(inputs))) | frozenset(self._outputs)
-        self._writable = frozenset(
-            i for i, node in enumerate(nodes) if out_kernel_for(node.op) is not None
-        )
+        # NOTE: chosen with the plain kernels, so both come from the same backend
+        self._out_kernels = {
+            i: fn for i, node in enumerate(nodes) if (fn := out_kernel_for(node.op)) is not None
+        }
+        self._writable = frozenset(self._out_kernels)
         self._in_place = frozenset(i for i in self._writable if nodes[i].op.elementwise)
         # NOTE: nothing to plan without out kernels: the first run needs no records
         self.arena: Arena | None = None if self._writable else Arena({}, 0)
@@ -109,7 +111,9 @@ class Chain:
         """Run the nodes `arena` places with their out kernels, writing its views."""
         self.arena = arena
         self._steps = tuple(
-            step if i not in arena.views else (_kernel_call(node, arena.views[i]), *step[1:])
+            step
+            if i not in arena.views
+            else (_kernel_call(node, self._out_kernels[i], arena.views[i]), *step[1:])
             for i, (node, step) in enumerate(zip(self._nodes, self._plain, strict=True))
         )
 
@@ -164,12 +168,14 @@ def block_of(node: Node) -> str:
     return f"{'F' if scope.phase == FORWARD else 'B'}{scope.micro_batch}"
 
 
-def _kernel_call(node: Node, into: tuple[np.ndarray, ...] | None = None) -> Callable[..., tuple]:
-    """`fn(*input_arrays)`: the node's kernel on its value operands (Python scalars and None
-    in their places), returning a tuple of arrays; with `into` (one array per output), its
-    out kernel writing them. For an update, the last input is this call's attributes of
-    every update, and the node takes its own from them."""
-    kernel = kernel_for(node.op) if into is None else out_kernel_for(node.op)
+def _kernel_call(
+    node: Node, kernel: Callable | None = None, into: tuple[np.ndarray, ...] | None = None
+) -> Callable[..., tuple]:
+    """`fn(*input_arrays)`: `kernel` (default: the node's) on the node's value operands
+    (Python scalars and None in their places), returning a tuple of arrays; with `into` (one
+    array per output), `kernel` is an out kernel writing them. For an update, the last input
+    is this call's attributes of every update, and the node takes its own from them."""
+    kernel = kernel_for(node.op) if kernel is None else kernel
     operands = node.operands
     slots = [i for i, a in enumerate(operands) if isinstance(a, Value)]
     whole = len(slots) == len(operands)
