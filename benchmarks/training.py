@@ -5,9 +5,10 @@ and `torch.compile` (the model compiled, the optimizer eager, as its tutorials d
 compiles within COMPILE_LIMIT_S. Medians of interleaved steps (one step of each variant per
 round, so a busy machine slows all alike) with their spread (interquartile range / median),
 then the compile times and memory: the peak of one step (tracemalloc sees NumPy's arrays, not
-PyTorch's), the fresh memory a step touches (minor page faults: pages the allocator had to
-map anew; both libraries), and the arrays NumPy allocates in a step (their number and MiB,
-on every thread: `NumpyAllocations`).
+PyTorch's; a graph's buffers for kernel outputs, made by its first step and reused by every
+later one, are not in it), the fresh memory a step touches (minor page faults: pages the
+allocator had to map anew; both libraries), and the arrays NumPy allocates in a step (their
+number and MiB, on every thread: `NumpyAllocations`).
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/training.py     (`make bench` runs 1 and 2)
 """
