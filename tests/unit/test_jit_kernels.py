@@ -57,6 +57,21 @@ def test_kernels_prefer_512_bit_vectors():
         assert "zmm" in next(iter(ours.inspect_asm().values()))
 
 
+def test_kernel_cache_keyed_by_the_inlined_helpers(monkeypatch):
+    """A cached kernel is found again only while vecmath and the kernels' sources are as they
+    were: numba's own key sees the kernel's bytecode, not the helpers inlined into it."""
+    import numba
+
+    x = np.arange(16, dtype=np.float32)
+    fn = numba.njit(_scale_loop)
+    fn(x, np.empty_like(x))
+    cache = jit._kernel_cache_class()(_scale_loop)
+    key = cache._index_key(fn.signatures[0], fn.targetctx.codegen())
+    assert key[-1] == jit._helpers_digest() and len(key[-1]) == 64
+    monkeypatch.setattr(jit, "_helpers_digest", lambda: "vecmath edited")
+    assert cache._index_key(fn.signatures[0], fn.targetctx.codegen()) != key
+
+
 def test_registered_and_chosen():
     for name in KERNELS:
         assert kernel_for(get_op(name)) is get_op(name).kernels[jit.KERNEL_KEY]

@@ -13,9 +13,11 @@ other numba code in the process keeps numba's defaults.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import os
 import warnings
+from pathlib import Path
 
 KERNEL_KEY = "cpu-jit"  # the `OpDef.kernels` key of generated CPU kernels
 
@@ -51,12 +53,10 @@ def jit(
 
                 flags = set(fastmath) if not isinstance(fastmath, bool) else fastmath
                 compiled = numba.njit(
-                    cache=cache,
-                    nogil=True,
-                    fastmath=flags,
-                    pipeline_class=_wide_vector_compiler(),
-                    **options,
+                    nogil=True, fastmath=flags, pipeline_class=_wide_vector_compiler(), **options
                 )(fn)
+                if cache:
+                    compiled._cache = _kernel_cache_class()(fn)  # as njit(cache=True) does
                 with warnings.catch_warnings():
                     # NOTE: numba's own diagnostics while it compiles (pedantic IR checks on
                     # inlined code) are not the user's concern: errors under `-W error`
@@ -67,6 +67,31 @@ def jit(
         return call
 
     return wrap if fn is None else wrap(fn)
+
+
+@functools.cache
+def _helpers_digest() -> str:
+    """A digest of the sources of this package's kernels and the helpers they inline (vecmath,
+    jit_kernels): numba's cache checks only the source file of the function it compiled."""
+    package = Path(__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted([*package.glob("*.py"), *package.glob("jit_kernels/*.py")]):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@functools.cache
+def _kernel_cache_class():
+    """numba's disk cache of a function, keyed also by `_helpers_digest`. NOTE: without it, a
+    kernel compiled before an edit of vecmath (inlined into it) keeps loading the old code
+    from the cache: a change of vecmath.gelu32 went unseen by the GELU kernels."""
+    from numba.core.caching import FunctionCache
+
+    class KernelCache(FunctionCache):
+        def _index_key(self, sig, codegen):
+            return (*super()._index_key(sig, codegen), _helpers_digest())
+
+    return KernelCache
 
 
 # LLVM's function attribute that overrides the CPU's preferred vector width for one function
