@@ -120,7 +120,7 @@ class OpDef:
         communicates: bool = False,
         scalar: Callable[..., str | None] | None = None,
         onnx: Callable[..., Any] | None = None,
-        out_kernels: dict[str, Callable[..., None]] | None = None,
+        out_kernels: dict[str, Callable[..., Any]] | None = None,
     ) -> None:
         if promote not in (None, "common", "float"):
             raise ValueError(f"op {name}: promote must be None, 'common' or 'float'")
@@ -164,7 +164,7 @@ class OpDef:
         self.chosen: dict[str, Callable[..., Any]] = {}  # device type -> `kernel_for`'s pick
         _ALL_OPS.add(self)
 
-    def kernel(self, backend: str, out: Callable[..., None] | None = None):
+    def kernel(self, backend: str, out: Callable[..., Any] | None = None):
         """Decorator registering a kernel for another backend (`"cpu-jit"`: generated CPU
         loops) from that backend's module, with its `out` variant if it has one
         (`out_kernels`); `kernel_for` picks among them."""
@@ -241,7 +241,7 @@ def kernel_for(op: OpDef, device_type: str = "cpu") -> Callable[..., Any]:
     )
 
 
-def out_kernel_for(op: OpDef, device_type: str = "cpu") -> Callable[..., None] | None:
+def out_kernel_for(op: OpDef, device_type: str = "cpu") -> Callable[..., Any] | None:
     """The variant of `kernel_for(op, device_type)` writing into given arrays
     (`OpDef.out_kernels`), or None where that kernel has none."""
     for backend in _BACKENDS.get(device_type, (device_type,)):
