@@ -357,3 +357,22 @@ def test_a_chain_keeps_the_out_kernels_of_its_kernels_backend(monkeypatch):
     for _ in range(2):
         np.testing.assert_array_equal(chain(x)[0], 2 * x + 1)
     assert len(chain.arena.views) == 2
+
+
+@pytest.mark.skipif(not jit.available(), reason="numba is not installed")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, flow.bfloat16.np])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_generated_gelu_kernels_write_into_given_arrays(dtype, approximate):
+    """The kernel's bits, written into `out` where a loop runs: float32, and bfloat16's erf
+    form (one pass over the bits); elsewhere fresh arrays."""
+    rng = np.random.default_rng(4)
+    x, gy = (rng.standard_normal((4, 6, 16)).astype(dtype) for _ in range(2))
+    writes = dtype == np.float32 or (dtype == flow.bfloat16.np and approximate == "none")
+    for name, arrays in (("gelu", (x,)), ("gelu_backward", (gy, x))):
+        op = get_op(name)
+        expected = kernel_for(op)(*arrays, approximate=approximate)
+        out = np.full(expected.shape, np.nan, expected.dtype)
+        got = out_kernel_for(op)(*arrays, approximate=approximate, out=out)
+        assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes()
+        if writes:
+            assert np.shares_memory(got, out)

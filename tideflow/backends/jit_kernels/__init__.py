@@ -23,4 +23,4 @@ KERNELS = {
     **attention.KERNELS,
 }
 # the kernels that also write into given arrays, taking `out=` (`OpDef.out_kernels`)
-WRITES_OUT = norm.WRITES_OUT | softmax.WRITES_OUT | bfloat16.WRITES_OUT
+WRITES_OUT = activation.WRITES_OUT | norm.WRITES_OUT | softmax.WRITES_OUT | bfloat16.WRITES_OUT

@@ -42,13 +42,13 @@ def _gelu_tanh32(x, y, c):
 
 def gelu(numpy_kernel):
     """The `gelu` kernel: `numpy_kernel` for dtypes other than float32 (it checks and widens
-    them)."""
+    them). It writes into `out` when given (float32)."""
 
-    def kernel(x, *, approximate):
+    def kernel(x, *, approximate, out=None):
         if x.dtype != np.float32:
             return numpy_kernel(x, approximate=approximate)
         vecmath.register()  # before the first compilation; idempotent
-        y = np.empty(x.shape, np.float32)
+        y = np.empty(x.shape, np.float32) if out is None else out
         flat = np.ascontiguousarray(x).ravel()
         if approximate == "tanh":
             c = consts(x.dtype, math.sqrt(2 / math.pi), 0.044715, 0.5, 1)
@@ -105,9 +105,10 @@ def _gelu_backward_tanh64(gy, x, gx, c):
 
 
 def gelu_backward(numpy_kernel):
-    """The `gelu_backward` kernel: `numpy_kernel` for other dtypes and mismatched operands."""
+    """The `gelu_backward` kernel: `numpy_kernel` for other dtypes and mismatched operands.
+    It writes into `out` when given (the loops' cases)."""
 
-    def kernel(gy, x, *, approximate):
+    def kernel(gy, x, *, approximate, out=None):
         dt = x.dtype
         f32 = dt == np.float32
         # NOTE: float64's tanh form with libm's tanh per element is slower than NumPy's
@@ -119,7 +120,7 @@ def gelu_backward(numpy_kernel):
             or (approximate == "tanh" and not f32 and not VECTORIZED)
         ):
             return numpy_kernel(gy, x, approximate=approximate)
-        gx = np.empty(x.shape, dt)
+        gx = np.empty(x.shape, dt) if out is None else out
         args = (np.ascontiguousarray(gy).ravel(), np.ascontiguousarray(x).ravel(), gx.ravel())
         if f32:
             vecmath.register()  # before the first compilation; idempotent
@@ -144,12 +145,12 @@ def erf_bfloat16(make, loop):
     def make_with_loop(numpy_kernel):
         kernel = make(numpy_kernel)
 
-        def fused(*arrays, approximate):
+        def fused(*arrays, approximate, out=None):
             shape = arrays[-1].shape
             if approximate != "none" or any(a.dtype != BF16 or a.shape != shape for a in arrays):
-                return kernel(*arrays, approximate=approximate)
+                return kernel(*arrays, approximate=approximate, out=out)
             vecmath.register()  # before the first compilation; idempotent
-            out = np.empty(shape, BF16)
+            out = np.empty(shape, BF16) if out is None else out
             bits = (np.ascontiguousarray(a).view(np.uint16).ravel() for a in arrays)
             loop(*bits, out.view(np.uint16).ravel())
             return out
@@ -163,3 +164,4 @@ KERNELS = {
     "gelu": erf_bfloat16(through_float32(gelu), _gelu_erf_bf16),
     "gelu_backward": erf_bfloat16(through_float32(gelu_backward), _gelu_backward_erf_bf16),
 }
+WRITES_OUT = frozenset(KERNELS)  # the kernels taking `out=` (`OpDef.out_kernels`)
